@@ -1,0 +1,1 @@
+"""Domain models and the only module (`data.io`) that reads and writes JSON, JSONL and parquet."""

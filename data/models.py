@@ -1,0 +1,228 @@
+"""Domain models shared by every stage. Frozen pydantic models; JSON only at the edges (`data.io`)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "StrictModel",
+    "SourceFormat",
+    "ToolKind",
+    "Provenance",
+    "RawTool",
+    "Toolset",
+    "ToolSchema",
+    "RefactoredToolset",
+    "QuarantineRecord",
+    "TestCaseResult",
+    "TestReport",
+    "EnvManifest",
+    "StageReport",
+    "ToolCall",
+    "TraceCall",
+    "TraceStage",
+    "GoldenTrace",
+    "Skeleton",
+    "TaskText",
+    "TaskRecord",
+]
+
+
+class StrictModel(BaseModel):
+    """Base for every domain model: unknown fields are errors, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourceFormat(StrEnum):
+    TOUCAN_ROW = "toucan_row"  # HF Agent-Ark/Toucan-1.5M row (metadata.mcp_servers / available_tools)
+    TOUCAN_SERVER = "toucan_server"  # TheAgentArk/Toucan mcp_servers/*.json or the compacted jsonl
+    OPENAI_TOOLS = "openai_tools"  # [{"type": "function", "function": {...}}]
+    MCP_TOOLS_LIST = "mcp_tools_list"  # MCP tools/list dump (LiveMCPBench layout)
+    TOOLBENCH = "toolbench"  # ToolBench / StableToolBench api_list
+
+
+class ToolKind(StrEnum):
+    """What a tool does to the mock database; decides the code template and the unit tests."""
+
+    READ = "read"
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+    ACTION = "action"
+
+
+class Provenance(StrictModel):
+    """Where a toolset came from: enough to find the exact raw text again."""
+
+    source_format: SourceFormat
+    path: str = Field(description="Input file the toolset was read from.")
+    record_id: str = Field(description="Row number, server id or name inside the file.")
+    raw_sha256: str = Field(description="sha256 of the raw text of the record.")
+
+
+class RawTool(StrictModel):
+    """A tool as found in the input, before refactoring. `parameters` is the raw JSON schema."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+
+
+class Toolset(StrictModel):
+    """A normalized input toolset (one MCP server, one tool list). `toolset_id` is a content hash of the tools."""
+
+    toolset_id: str
+    name: str
+    description: str = ""
+    tools: tuple[RawTool, ...]
+    provenance: Provenance
+
+
+class ToolSchema(StrictModel):
+    """A refactored, executable tool definition (OpenAI function style plus a response schema)."""
+
+    name: str = Field(description="snake_case, unique within the toolset.")
+    raw_name: str = Field(description="The tool's name in the raw input.")
+    description: str
+    parameters: dict[str, Any] = Field(description="JSON schema of type object.")
+    response: dict[str, Any] = Field(description="JSON schema of the output; always has status and message.")
+    kind: ToolKind
+    entity: str | None = Field(default=None, description="DB collection the tool reads or writes, if any.")
+
+    def openai_tool(self) -> dict[str, Any]:
+        """The OpenAI function-calling form (what agents see)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+class RefactoredToolset(StrictModel):
+    toolset_id: str
+    name: str
+    description: str = ""
+    tools: tuple[ToolSchema, ...]
+    name_map: dict[str, str] = Field(description="raw tool name -> refactored name")
+
+
+class QuarantineRecord(StrictModel):
+    """One rejected item, with the stage and a specific reason. Every input ends produced or quarantined."""
+
+    item_id: str
+    stage: str
+    reason: str = Field(description="Short machine-readable reason code, e.g. 'too_few_tools'.")
+    detail: str = Field(default="", description="Human-readable specifics.")
+    provenance: Provenance | None = None
+
+
+class TestCaseResult(StrictModel):
+    name: str
+    tool: str
+    passed: bool
+    message: str = ""
+
+
+class TestReport(StrictModel):
+    passed: bool
+    cases: tuple[TestCaseResult, ...]
+    duration_s: float
+    error: str | None = Field(default=None, description="Sandbox-level failure (timeout, violation), if any.")
+
+    @property
+    def failures(self) -> list[TestCaseResult]:
+        return [c for c in self.cases if not c.passed]
+
+
+class EnvManifest(StrictModel):
+    env_id: str
+    toolset_id: str
+    name: str
+    provenance: Provenance
+    backend: str
+    model: str | None = None
+    seed: int
+    attempts: int
+    tool_count: int
+    name_map: dict[str, str]
+    versions: dict[str, str]
+    timings: dict[str, float]
+
+
+class StageReport(StrictModel):
+    """Per-stage accounting: produced + sum(dropped.values()) == inputs."""
+
+    stage: str
+    inputs: int
+    produced: int
+    dropped: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def balanced(self) -> bool:
+        return self.produced + sum(self.dropped.values()) == self.inputs
+
+
+class ToolCall(StrictModel):
+    name: str
+    arguments: dict[str, Any]
+
+
+class TraceCall(StrictModel):
+    name: str
+    arguments: dict[str, Any]
+    output: dict[str, Any]
+    dependency_args: dict[str, str] = Field(
+        default_factory=dict, description="argument -> 'tool.output_path' it was copied from (implicit in the task)"
+    )
+    context_args: tuple[str, ...] = Field(default=(), description="arguments drawn from the DB (stated in the task)")
+
+
+class TraceStage(StrictModel):
+    calls: tuple[TraceCall, ...]
+    db_hash_before: str
+    db_hash_after: str
+
+
+class Skeleton(StrictModel):
+    """A sampled tool skeleton: stages of tools that may run in parallel, in dependency order."""
+
+    env_id: str
+    graph_index: int
+    stages: tuple[tuple[str, ...], ...]
+    seed: int
+
+
+class GoldenTrace(StrictModel):
+    trace_id: str
+    env_id: str
+    graph_index: int
+    stages: tuple[TraceStage, ...]
+    edges_used: tuple[tuple[str, str], ...] = ()
+    initial_db_hash: str
+    final_db_hash: str
+
+
+class TaskText(StrictModel):
+    user_query: str
+    dialogue_history: tuple[dict[str, str], ...] = ()
+    reasoning_chain: tuple[str, ...] = ()
+
+
+class TaskRecord(StrictModel):
+    """A synthesized task with its golden trace and verification results (one GUST row)."""
+
+    task_id: str
+    env_id: str
+    text: TaskText
+    trace: GoldenTrace
+    tools: tuple[str, ...]
+    graph_complexity: int
+    replay_ok: bool | None = None
+    solvable: bool | None = None
+    teacher_status: str = Field(default="not_run", description="not_run | passed | failed | teacher_error")
+    pass_at_k: float | None = None
+    seed: int
