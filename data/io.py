@@ -20,6 +20,10 @@ __all__ = [
     "read_jsonl",
     "write_models_jsonl",
     "read_models_jsonl",
+    "iter_jsonl_lines",
+    "append_jsonl",
+    "iter_parquet_rows",
+    "write_parquet_rows",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -83,3 +87,45 @@ def write_models_jsonl(path: Path, models: Iterable[BaseModel]) -> Path:
 
 def read_models_jsonl(path: Path, model: type[M]) -> list[M]:
     return [model.model_validate(row) for row in read_jsonl(path)]
+
+
+def iter_jsonl_lines(path: Path) -> Iterator[str]:
+    """The non-blank lines of a JSONL file, unparsed (for readers that count and quarantine bad lines)."""
+    with Path(path).open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield line
+
+
+def append_jsonl(path: Path, row: Any) -> None:
+    """Append one JSON line and fsync it (resumable logs: a killed run keeps every completed line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(row, BaseModel):
+        line = row.model_dump_json()
+    else:
+        line = json.dumps(row, sort_keys=True, ensure_ascii=False)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def iter_parquet_rows(path: Path, *, batch_size: int = 1024) -> Iterator[dict[str, Any]]:
+    """Stream the rows of a parquet file as Python dicts, one record batch at a time."""
+    import pyarrow.parquet as pq
+
+    for batch in pq.ParquetFile(Path(path)).iter_batches(batch_size=batch_size):
+        yield from batch.to_pylist()
+
+
+def write_parquet_rows(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
+    """Write dict rows as one zstd parquet file, atomically; the schema is inferred from the rows."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(list(rows)), buffer, compression="zstd")
+    return atomic_write_bytes(path, buffer.getvalue())

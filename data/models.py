@@ -226,3 +226,6 @@ class TaskRecord(StrictModel):
     teacher_status: str = Field(default="not_run", description="not_run | passed | failed | teacher_error")
     pass_at_k: float | None = None
     seed: int
+    provenance: dict[str, str] = Field(
+        default_factory=dict, description="Content hashes of the inputs (toolset, schemas, tools source, db)."
+    )

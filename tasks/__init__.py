@@ -1,0 +1,1 @@
+"""Prefect tasks: thin wrappers (load → one library call → return) around `gustforge.pipeline`."""

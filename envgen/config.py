@@ -1,0 +1,65 @@
+"""The one frozen configuration of the envgen stage (ingest → refactor → DB → code → tests → build)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from data.models import StrictModel
+from gustforge.llm import LLMSettings
+
+__all__ = ["EnvGenConfig", "PAPER_MIN_TOOLS", "PAPER_MAX_TOOLS", "PAPER_MAX_PARAMS"]
+
+PAPER_MIN_TOOLS = 5  # ToolVerse §4.1 keeps toolsets with 5..20 tools
+PAPER_MAX_TOOLS = 20
+PAPER_MAX_PARAMS = 4  # ToolVerse App. F.1: "limit to a maximum of 4 parameters"
+
+
+class EnvGenConfig(StrictModel):
+    """Settings of the environment-synthesis stage.
+
+    The defaults are permissive (2..40 tools, no parameter cap) so that most real toolsets get a chance; the
+    paper's filter is `min_tools=PAPER_MIN_TOOLS, max_tools=PAPER_MAX_TOOLS, max_params=PAPER_MAX_PARAMS`.
+    """
+
+    backend: Literal["offline", "openai"] = Field(
+        default="offline", description="Who refactors schemas and writes code: deterministic templates or an LLM."
+    )
+    llm: LLMSettings = Field(
+        default_factory=LLMSettings,
+        description="Endpoint, model and cache of the openai backend (its own `backend` field is overridden).",
+    )
+    seed: int = Field(default=0, description="Seed of the mock-database synthesis; part of every env's identity.")
+    min_tools: int = Field(default=2, ge=1, description="Toolsets with fewer tools are quarantined (paper: 5).")
+    max_tools: int = Field(default=40, ge=1, description="Toolsets with more tools are quarantined (paper: 20).")
+    max_params: int | None = Field(
+        default=None,
+        ge=1,
+        description="Cap on parameters per tool (paper: 4). Optional parameters beyond it are dropped with a note; "
+        "a tool with more required parameters than the cap quarantines its toolset.",
+    )
+    max_repairs: int = Field(default=2, ge=0, description="Regenerate/repair attempts after a failed test run.")
+    records_per_entity: tuple[int, int] = Field(
+        default=(3, 5), description="Inclusive range of mock records per entity (paper: 3-5)."
+    )
+    max_description_chars: int = Field(
+        default=1024, ge=16, description="Longer descriptions are truncated with a '[truncated]' note."
+    )
+    hard_description_chars: int = Field(
+        default=20_000, ge=16, description="Descriptions longer than this quarantine the toolset."
+    )
+    sandbox_cpu_seconds: float = Field(default=5.0, gt=0, description="CPU-time limit of a sandbox worker.")
+    sandbox_memory_mb: int = Field(default=512, gt=0, description="Address-space limit of a sandbox worker.")
+    sandbox_wall_seconds: float = Field(default=10.0, gt=0, description="Wall-clock limit of one sandbox request.")
+
+    @model_validator(mode="after")
+    def _check_ranges(self) -> EnvGenConfig:
+        low, high = self.records_per_entity
+        if not 1 <= low <= high:
+            raise ValueError(f"records_per_entity must satisfy 1 <= low <= high, got {self.records_per_entity}")
+        if self.min_tools > self.max_tools:
+            raise ValueError(f"min_tools ({self.min_tools}) > max_tools ({self.max_tools})")
+        if self.max_description_chars > self.hard_description_chars:
+            raise ValueError("max_description_chars must not exceed hard_description_chars")
+        return self

@@ -1,0 +1,295 @@
+"""Mock database synthesis (ToolVerse App. B.1): 3-5 coherent records per inferred entity, seeded.
+
+Layout (see `envgen.entities`): `{collection: {str(id): record}}` plus an empty `ACTION_LOG` collection. Records
+carry their own id field; every foreign key names an existing record; enum, format and bounds of the parameter
+schemas are respected, so the outputs of query tools are valid inputs of update/action tools.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+from collections.abc import Callable
+from typing import Any
+
+from data.models import RefactoredToolset
+from envgen import prompts
+from envgen.entities import ACTION_LOG, EntitySpec, EnvPlan, plan_environment, record_schema
+from gustforge.errors import CodegenError, LLMError
+from gustforge.llm import LLMClient, LLMRole, run_role
+
+__all__ = [
+    "synthesize_database",
+    "check_database",
+    "sample_value",
+    "format_id",
+    "DATABASE_ROLE",
+]
+
+logger = logging.getLogger(__name__)
+
+_FIRST = ("Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Julia", "Kofi", "Lena")
+_LAST = ("Smith", "Okafor", "Li", "Novak", "Garcia", "Haddad", "Ito", "Kowalski", "Mensah", "Silva", "Berg")
+_WORDS = ("alpha", "harbor", "maple", "summit", "cobalt", "orchid", "delta", "meadow", "falcon", "ember", "nova")
+_CITIES = ("Lisbon", "Osaka", "Nairobi", "Toronto", "Berlin", "Lima", "Seoul", "Austin", "Dublin", "Perth")
+_STATUSES = ("active", "pending", "confirmed", "completed", "open")
+
+Generator = Callable[[random.Random, int, str], Any]
+
+
+def _name(rng: random.Random, i: int, field: str) -> str:
+    return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+
+
+def _email(rng: random.Random, i: int, field: str) -> str:
+    return f"{rng.choice(_FIRST).lower()}.{rng.choice(_LAST).lower()}{i}@example.com"
+
+
+def _title(rng: random.Random, i: int, field: str) -> str:
+    return f"{rng.choice(_WORDS).capitalize()} {rng.choice(_WORDS).capitalize()} {i}"
+
+
+def _date(rng: random.Random, i: int, field: str) -> str:
+    return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+
+
+# Ordered (regex on the field name, generator) rules for string fields; the first match wins.
+_STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
+    (re.compile(r"e_?mail"), _email),
+    (re.compile(r"phone|mobile"), lambda r, i, f: f"+1-555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"),
+    (re.compile(r"(^|_)(user_?name|login|handle)$"), lambda r, i, f: f"{r.choice(_FIRST).lower()}{i}"),
+    (re.compile(r"(^|_)(full_)?name$|author|owner|customer$|patient$|guest$"), _name),
+    (re.compile(r"title|subject|headline"), _title),
+    (re.compile(r"(^|_)(city|location|destination|origin|place)$"), lambda r, i, f: r.choice(_CITIES)),
+    (re.compile(r"country"), lambda r, i, f: r.choice(("PT", "JP", "KE", "CA", "DE", "PE"))),
+    (re.compile(r"address"), lambda r, i, f: f"{r.randint(1, 999)} {r.choice(_WORDS).capitalize()} Street"),
+    (re.compile(r"date|(^|_)day$|birthday|deadline|due"), _date),
+    (re.compile(r"time"), lambda r, i, f: f"{r.randint(8, 18):02d}:{r.choice((0, 15, 30, 45)):02d}"),
+    (re.compile(r"url|link|website|uri"), lambda r, i, f: f"https://example.com/{f}/{i}"),
+    (re.compile(r"currency"), lambda r, i, f: r.choice(("USD", "EUR", "JPY"))),
+    (re.compile(r"status|state"), lambda r, i, f: r.choice(_STATUSES)),
+    (re.compile(r"description|notes?$|comment|summary|body|content|message"),
+     lambda r, i, f: f"Sample {f.replace('_', ' ')} {i}: {r.choice(_WORDS)} {r.choice(_WORDS)}."),
+    (re.compile(r"symbol|ticker|code"), lambda r, i, f: "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(4))),
+    (re.compile(r"(^|_)(lang|language)$"), lambda r, i, f: r.choice(("en", "es", "fr"))),
+    (re.compile(r"_id$"), lambda r, i, f: f"{f[:-3][:3].upper()}-{r.randint(100, 999)}"),
+)
+_NUMBER_RULES: tuple[tuple[re.Pattern[str], tuple[float, float]], ...] = (
+    (re.compile(r"price|amount|cost|balance|total|fee|salary"), (5.0, 500.0)),
+    (re.compile(r"rating|score"), (1.0, 5.0)),
+    (re.compile(r"(^|_)lat"), (-60.0, 60.0)),
+    (re.compile(r"(^|_)(lon|lng)"), (-150.0, 150.0)),
+    (re.compile(r"percent|rate"), (0.0, 100.0)),
+)
+_INT_RULES: tuple[tuple[re.Pattern[str], tuple[int, int]], ...] = (
+    (re.compile(r"year"), (2018, 2025)),
+    (re.compile(r"(^|_)age$"), (18, 80)),
+    (re.compile(r"quantity|count|stock|seats|capacity|guests|copies|nights|days"), (1, 20)),
+    (re.compile(r"page|limit|num|max|top"), (1, 10)),
+)
+
+
+def _bounded(lo: float, hi: float, schema: dict[str, Any]) -> tuple[float, float]:
+    low = schema.get("minimum", lo)
+    high = schema.get("maximum", hi)
+    if low > high:
+        low, high = (schema.get("minimum", lo), schema.get("minimum", lo) + (hi - lo))
+    return low, max(low, high)
+
+
+def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int) -> str:
+    fmt = schema.get("format")
+    if fmt == "date":
+        return _date(rng, index, field)
+    if fmt == "date-time":
+        return f"{_date(rng, index, field)}T{rng.randint(8, 18):02d}:00:00Z"
+    if fmt == "email":
+        return _email(rng, index, field)
+    if fmt == "uri":
+        return f"https://example.com/{field}/{index}"
+    if fmt == "uuid":
+        return f"{rng.getrandbits(32):08x}-0000-4000-8000-{rng.getrandbits(48):012x}"
+    for pattern, generate in _STRING_RULES:
+        if pattern.search(field):
+            return str(generate(rng, index, field))
+    return f"{rng.choice(_WORDS)} {field.replace('_', ' ')} {index}"
+
+
+def sample_value(field: str, schema: dict[str, Any], rng: random.Random, index: int = 1) -> Any:
+    """A plausible value for `field` that is valid against its (normalized) JSON schema.
+
+    Args:
+        field: field or parameter name; drives realistic values (emails, prices, dates, ...).
+        schema: the field's JSON schema (`type`, optional `enum`, `format`, `minimum`/`maximum`, `items`).
+        rng: the random generator (the caller's seed).
+        index: record number, used to make values distinct.
+
+    Returns:
+        A JSON value.
+    """
+    if schema.get("enum"):
+        return rng.choice(schema["enum"])
+    kind = schema.get("type", "string")
+    name = field.lower()
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "integer":
+        lo, hi = next((b for p, b in _INT_RULES if p.search(name)), (1, 100))
+        low, high = _bounded(lo, hi, schema)
+        return rng.randint(int(low), int(max(low, high)))
+    if kind == "number":
+        lo, hi = next((b for p, b in _NUMBER_RULES if p.search(name)), (1.0, 100.0))
+        low, high = _bounded(lo, hi, schema)
+        return round(min(high, max(low, rng.uniform(low, high))), 2)
+    if kind == "array":
+        item = schema.get("items") or {"type": "string"}
+        return [sample_value(singular_of(field), item, rng, index * 10 + k) for k in range(1, rng.randint(1, 2) + 1)]
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {key: sample_value(key, sub, rng, index) for key, sub in props.items()}
+    return _string(name, schema, rng, index)
+
+
+def singular_of(field: str) -> str:
+    return field[:-1] if field.endswith("s") and len(field) > 3 else field
+
+
+def format_id(entity: EntitySpec, number: int) -> str | int:
+    """The id of the `number`-th record (`ORD-001`, or `1` for integer ids)."""
+    return number if entity.id_type == "integer" else f"{entity.id_prefix}-{number:03d}"
+
+
+def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, list[str | int]]:
+    return {e.name: [format_id(e, n) for n in range(1, rng.randint(low, high) + 1)] for e in plan.entities}
+
+
+def _records(entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random) -> dict[str, Any]:
+    collection: dict[str, Any] = {}
+    for index, record_id in enumerate(ids[entity.name], start=1):
+        record: dict[str, Any] = {entity.id_field: record_id}
+        for field, schema in entity.fields.items():
+            target = entity.refs.get(field)
+            if target is None:
+                record[field] = sample_value(field, schema, rng, index)
+            else:  # a string-typed key to an integer-keyed collection holds the key's text
+                value = rng.choice(ids[target])
+                record[field] = str(value) if schema.get("type") == "string" else value
+        collection[str(record_id)] = record
+    return collection
+
+
+def _offline(plan: EnvPlan, seed: int, records_per_entity: tuple[int, int]) -> dict[str, Any]:
+    rng = random.Random(seed)
+    ids = _ids(plan, rng, *records_per_entity)
+    db: dict[str, Any] = {entity.name: _records(entity, ids, rng) for entity in plan.entities}
+    db[ACTION_LOG] = {}
+    return db
+
+
+def check_database(plan: EnvPlan, db: dict[str, Any]) -> list[str]:
+    """Problems of a DB against the plan (missing collections, key/id mismatches, invalid records, dangling FKs).
+
+    Returns:
+        Human-readable problems; empty when the DB is usable.
+    """
+    from jsonschema import Draft202012Validator
+
+    problems: list[str] = []
+    for entity in plan.entities:
+        collection = db.get(entity.name)
+        if not isinstance(collection, dict) or not collection:
+            problems.append(f"collection {entity.name!r} is missing or empty")
+            continue
+        validator = Draft202012Validator(record_schema(entity))
+        for key, record in collection.items():
+            if not isinstance(record, dict) or str(record.get(entity.id_field)) != key:
+                problems.append(f"{entity.name}[{key}]: id field {entity.id_field!r} does not match its key")
+                continue
+            problems += [f"{entity.name}[{key}]: {e.message}" for e in validator.iter_errors(record)]
+            for field, target in entity.refs.items():
+                if field in record and str(record[field]) not in db.get(target, {}):
+                    problems.append(f"{entity.name}[{key}].{field}: {record[field]!r} not in {target}")
+    if not isinstance(db.get(ACTION_LOG, {}), dict):
+        problems.append(f"{ACTION_LOG!r} must be an object")
+    return problems
+
+
+_DATABASE_OUTPUT = {
+    "type": "object",
+    "required": ["collections"],
+    "properties": {"collections": {"type": "object", "additionalProperties": {"type": "object"}}},
+}
+
+
+def _collections_brief(plan: EnvPlan) -> list[dict[str, Any]]:
+    return [
+        {"name": e.name, "id_field": e.id_field, "id_example": format_id(e, 1), "fields": e.fields, "refs": e.refs}
+        for e in plan.entities
+    ]
+
+
+def _offline_reply(inputs: dict[str, Any]) -> dict[str, Any]:
+    plan = EnvPlan.model_validate_json(inputs["plan"]) if isinstance(inputs["plan"], str) else inputs["plan"]
+    db = _offline(plan, int(inputs["seed"]), (int(inputs["records_min"]), int(inputs["records_max"])))
+    db.pop(ACTION_LOG)
+    return {"collections": db}
+
+
+DATABASE_ROLE = LLMRole(
+    name="database",
+    system_prompt=prompts.DATABASE_SYSTEM,
+    user_template=prompts.DATABASE_USER,
+    output_schema=_DATABASE_OUTPUT,
+    offline=_offline_reply,
+)
+
+
+def _llm(refactored: RefactoredToolset, plan: EnvPlan, seed: int, span: tuple[int, int], client: LLMClient) -> dict[str, Any]:
+    inputs = {
+        "tools": json.dumps([t.openai_tool() for t in refactored.tools], ensure_ascii=False),
+        "collections": json.dumps(_collections_brief(plan), ensure_ascii=False),
+        "plan": plan.model_dump_json(),
+        "seed": seed,
+        "records_min": span[0],
+        "records_max": span[1],
+    }
+    try:
+        reply = run_role(DATABASE_ROLE, inputs, client)
+    except LLMError as exc:
+        raise CodegenError(f"llm_database_failed: {exc}") from exc
+    db = {name: reply["collections"].get(name, {}) for name in (e.name for e in plan.entities)}
+    db[ACTION_LOG] = {}
+    problems = check_database(plan, db)
+    if problems:
+        raise CodegenError(f"invalid_database: {'; '.join(problems[:5])}")
+    return db
+
+
+def synthesize_database(
+    refactored: RefactoredToolset,
+    *,
+    seed: int,
+    records_per_entity: tuple[int, int] = (3, 5),
+    client: LLMClient | None = None,
+) -> dict[str, Any]:
+    """Build the initial mock DB of an environment.
+
+    Args:
+        refactored: the refactored toolset (entities are inferred from it with `plan_environment`).
+        seed: seed of every random choice; the same seed gives the same DB.
+        records_per_entity: inclusive range of records per collection.
+        client: when given with the openai backend, the LLM writes the records (validated with
+            `check_database`); otherwise the deterministic generator does.
+
+    Returns:
+        `{collection: {str(id): record}, "action_log": {}}`.
+
+    Raises:
+        CodegenError: `invalid_database` / `llm_database_failed` (LLM variant only).
+    """
+    plan = plan_environment(refactored.tools)
+    if client is not None and client.settings.backend != "offline":
+        return _llm(refactored, plan, seed, records_per_entity, client)
+    return _offline(plan, seed, records_per_entity)

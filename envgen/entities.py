@@ -1,0 +1,327 @@
+"""What a toolset manipulates: tool kinds, entities (DB collections) and a per-tool execution plan.
+
+The plan is the single source of truth shared by the DB synthesizer, the code generator and the test generator,
+so the three always agree on collection names, id fields, foreign keys and which parameters are record fields.
+
+Mock DB layout (documented contract): `{<entity plural>: {<id as str>: {<id_field>: id, <field>: value, ...}}}`
+plus `ACTION_LOG` (`{"EVT-001": {"event_id", "tool", "arguments", ...}}`) where action tools record what they did.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import Field
+
+from data.models import StrictModel, ToolKind, ToolSchema
+from envgen.naming import id_prefix, pluralize, singularize
+from gustforge.registry import Registry
+
+__all__ = [
+    "ACTION_LOG",
+    "VERB_KINDS",
+    "Template",
+    "EntitySpec",
+    "ToolPlan",
+    "EnvPlan",
+    "infer_kind",
+    "infer_entity",
+    "plan_environment",
+    "record_schema",
+    "response_schema",
+]
+
+ACTION_LOG = "action_log"
+Template = Literal["read_one", "read_many", "create", "update", "delete", "action"]
+
+VERB_KINDS: Registry[ToolKind] = Registry("tool verb")
+_VERBS = {
+    ToolKind.READ: "get list search find fetch query lookup look show view read retrieve check describe count "
+    "browse filter inspect display track scan lookup_ see watch",
+    ToolKind.CREATE: "create add new book register insert post make submit schedule place reserve upload save "
+    "store enroll issue open log record write",
+    ToolKind.UPDATE: "update set edit modify change rename move assign patch reschedule mark toggle enable disable "
+    "cancel approve reject complete close archive confirm pay renew extend adjust restock activate deactivate "
+    "suspend resume pause unassign publish",
+    ToolKind.DELETE: "delete remove destroy erase purge drop unregister discard revoke",
+}
+for _kind, _words in _VERBS.items():
+    for _word in dict.fromkeys(_words.split()):
+        VERB_KINDS.add(_word, _kind)
+
+_STOP = set(
+    "by for all the a an of to from in on with and or at as is are details detail info information data new my "
+    "current latest recent specific single multiple bulk batch id ids available existing status statuses list "
+    "lists summary summaries result results tool tools api v1 v2 v3 using via into out up".split()
+)
+_LIMIT = {"limit", "max_results", "num_results", "top_k", "page_size", "per_page", "size", "max_items", "count", "n"}
+_QUERY = {"query", "q", "search", "keyword", "keywords", "term", "search_term", "search_query", "query_text", "text"}
+_IGNORED = {
+    "page", "offset", "cursor", "skip", "sort", "sort_by", "order_by", "sort_order", "order", "verbose", "format",
+    "fields", "language", "lang", "locale", "detailed", "include_details", "response_format", "api_key", "token",
+}  # fmt: skip
+_ID_PARAM = re.compile(r"^(?P<noun>[a-z][a-z0-9_]*?)_id$")
+_WRITE_TEMPLATES: dict[ToolKind, Template] = {ToolKind.CREATE: "create", ToolKind.UPDATE: "update", ToolKind.DELETE: "delete"}
+_PARTICIPLES = {"pay": "paid", "cancel": "cancelled", "set": "set", "close": "closed", "mark": "marked"}
+
+
+class EntitySpec(StrictModel):
+    """One mock-DB collection."""
+
+    name: str = Field(description="Collection key in the DB (plural snake_case).")
+    singular: str
+    id_field: str
+    id_type: Literal["string", "integer"] = "string"
+    id_prefix: str
+    fields: dict[str, dict[str, Any]] = Field(description="field -> JSON schema (the id field excluded).")
+    refs: dict[str, str] = Field(default_factory=dict, description="foreign-key field -> referenced collection")
+
+
+class ToolPlan(StrictModel):
+    """How one tool is executed against the DB; codegen and testgen both follow it."""
+
+    name: str
+    kind: ToolKind
+    template: Template
+    entity: str | None = None
+    id_param: str | None = Field(default=None, description="Parameter holding the target record's id.")
+    field_params: tuple[str, ...] = Field(default=(), description="Parameters that are record fields.")
+    query_params: tuple[str, ...] = ()
+    limit_param: str | None = None
+    ref_params: dict[str, str] = Field(default_factory=dict, description="parameter -> collection it must exist in")
+    response_key: str | None = Field(default=None, description="Key of the record(s) in the response.")
+    status_value: str | None = Field(default=None, description="Value an argument-less update writes to status.")
+
+
+class EnvPlan(StrictModel):
+    entities: tuple[EntitySpec, ...]
+    tools: tuple[ToolPlan, ...]
+
+    def entity(self, name: str | None) -> EntitySpec | None:
+        return next((e for e in self.entities if e.name == name), None)
+
+    def tool(self, name: str) -> ToolPlan:
+        return next(t for t in self.tools if t.name == name)
+
+
+# --------------------------------------------------------------------------------------------- inference
+
+
+def infer_kind(name: str) -> ToolKind:
+    """The kind of a snake_case tool name from its verb: the first token, else any token, else ACTION.
+
+    Example:
+        >>> infer_kind("get_order"), infer_kind("web_search_exa"), infer_kind("send_email")
+        (<ToolKind.READ: 'read'>, <ToolKind.READ: 'read'>, <ToolKind.ACTION: 'action'>)
+    """
+    tokens = name.split("_")
+    for token in tokens[:1] + tokens[1:]:
+        if token in VERB_KINDS:
+            return VERB_KINDS.get(token)
+    return ToolKind.ACTION
+
+
+def _nouns(name: str) -> list[str]:
+    return [t for t in name.split("_") if t and t not in VERB_KINDS and t not in _STOP and not t.isdigit()]
+
+
+def _id_params(params: dict[str, Any]) -> list[str]:
+    return [p for p in params if _ID_PARAM.match(p) or p == "id"]
+
+
+def infer_entity(name: str, parameters: dict[str, Any], kind: ToolKind) -> str | None:
+    """The DB collection a tool works on, from its name's last noun or its id parameter.
+
+    Args:
+        name: snake_case tool name.
+        parameters: the tool's (normalized) JSON schema.
+        kind: the tool's kind.
+
+    Returns:
+        A plural collection name, or None for an action tool that names no record.
+
+    Example:
+        >>> infer_entity("get_order", {"properties": {"order_id": {}}}, ToolKind.READ)
+        'orders'
+    """
+    props = parameters.get("properties", {})
+    nouns = _nouns(name)
+    if kind is ToolKind.ACTION:
+        ids = [m.group("noun") for p in props if (m := _ID_PARAM.match(p))]
+        return pluralize(ids[0]) if ids else None
+    if nouns:
+        return pluralize(singularize(nouns[-1]))
+    ids = [m.group("noun") for p in props if (m := _ID_PARAM.match(p))]
+    if ids:
+        return pluralize(ids[0])
+    return "items" if kind is ToolKind.READ else None
+
+
+# --------------------------------------------------------------------------------------------- planning
+
+
+def _id_param_for(singular: str, props: dict[str, Any]) -> str | None:
+    if f"{singular}_id" in props:
+        return f"{singular}_id"
+    if "id" in props:
+        return "id"
+    ids = [p for p in props if p.endswith(f"{singular}_id")]
+    return ids[0] if ids else None
+
+
+def _participle(verb: str) -> str:
+    if verb in _PARTICIPLES:
+        return _PARTICIPLES[verb]
+    return verb + "d" if verb.endswith("e") else verb + "ed"
+
+
+def _draft(tool: ToolSchema) -> ToolPlan:
+    """A tool's plan before entities are known (template, id param, field/control params)."""
+    props: dict[str, Any] = tool.parameters.get("properties", {})
+    kind, entity = tool.kind, tool.entity
+    singular = singularize(entity) if entity else None
+    id_param = _id_param_for(singular, props) if singular else None
+    if kind in (ToolKind.UPDATE, ToolKind.DELETE) and id_param is None:
+        kind = ToolKind.ACTION
+    if kind is ToolKind.ACTION:
+        return ToolPlan(name=tool.name, kind=kind, template="action", entity=None, field_params=tuple(props))
+    rest = [p for p in props if p != id_param]
+    if kind is ToolKind.READ:
+        template: Template = "read_one" if id_param else "read_many"
+        query = tuple(p for p in rest if p in _QUERY)
+        limit = next((p for p in rest if p in _LIMIT or p.startswith(("max_", "num_"))), None)
+        fields = tuple(p for p in rest if p not in _QUERY and p not in _IGNORED and p != limit)
+        key = singular if template == "read_one" else entity
+        return ToolPlan(name=tool.name, kind=kind, template=template, entity=entity, id_param=id_param,
+                        field_params=fields, query_params=query, limit_param=limit, response_key=key)  # fmt: skip
+    status = None
+    if kind is ToolKind.UPDATE and not rest:
+        status = _participle(next(t for t in tool.name.split("_") if t in VERB_KINDS))
+    return ToolPlan(name=tool.name, kind=kind, template=_WRITE_TEMPLATES[kind], entity=entity, id_param=id_param,
+                    field_params=tuple(rest), response_key=singular, status_value=status)  # fmt: skip
+
+
+def _simple(schema: dict[str, Any]) -> dict[str, Any]:
+    keep = ("type", "enum", "format", "items", "minimum", "maximum", "properties", "description")
+    return {k: v for k, v in schema.items() if k in keep}
+
+
+def _entities(drafts: Sequence[ToolPlan], tools: Sequence[ToolSchema]) -> dict[str, EntitySpec]:
+    by_name = {t.name: t for t in tools}
+    entities: dict[str, EntitySpec] = {}
+    for plan in drafts:
+        if plan.entity is None or plan.entity in entities:
+            continue
+        singular = singularize(plan.entity)
+        id_type: Literal["string", "integer"] = "string"
+        fields: dict[str, dict[str, Any]] = {}
+        for other in drafts:
+            if other.entity != plan.entity:
+                continue
+            props = by_name[other.name].parameters.get("properties", {})
+            if other.id_param and props.get(other.id_param, {}).get("type") in ("integer", "number"):
+                id_type = "integer"
+            for field in other.field_params:
+                fields.setdefault(field, _simple(props[field]))
+        if not any(s.get("type") == "string" for s in fields.values()):
+            fields["name"] = {"type": "string"}
+        _add_status_values(fields, [d.status_value for d in drafts if d.entity == plan.entity and d.status_value])
+        id_field = f"{singular}_id"
+        fields.pop(id_field, None)
+        entities[plan.entity] = EntitySpec(name=plan.entity, singular=singular, id_field=id_field, id_type=id_type,
+                                           id_prefix=id_prefix(singular), fields=fields)  # fmt: skip
+    return _link(entities)
+
+
+def _add_status_values(fields: dict[str, dict[str, Any]], values: list[str]) -> None:
+    """Argument-less updates (`cancel_order`) write `status`; make sure the record schema admits it."""
+    if not values:
+        return
+    status = dict(fields.get("status") or {"type": "string"})
+    if status.get("type") != "string":
+        status = {"type": "string"}
+    if "enum" in status:
+        status["enum"] = list(dict.fromkeys([*status["enum"], *values]))
+    fields["status"] = status
+
+
+def _link(entities: dict[str, EntitySpec]) -> dict[str, EntitySpec]:
+    """Mark `<x>_id` fields as foreign keys when a collection for x exists; numeric keys make x's ids integers."""
+    refs: dict[str, dict[str, str]] = {}
+    integer_targets = set()
+    for name, spec in entities.items():
+        refs[name] = {}
+        for field, schema in spec.fields.items():
+            match = _ID_PARAM.match(field)
+            target = pluralize(match.group("noun")) if match else None
+            if target and target in entities and target != name:
+                refs[name][field] = target
+                if schema.get("type") in ("integer", "number"):
+                    integer_targets.add(target)
+    return {
+        name: spec.model_copy(
+            update={"refs": refs[name], "id_type": "integer" if name in integer_targets else spec.id_type}
+        )
+        for name, spec in entities.items()
+    }
+
+
+def _with_refs(plan: ToolPlan, props: Iterable[str], entities: dict[str, EntitySpec]) -> ToolPlan:
+    refs = {}
+    for param in props:
+        if param == plan.id_param:
+            continue
+        match = _ID_PARAM.match(param)
+        target = pluralize(match.group("noun")) if match else None
+        if target and target in entities and target != plan.entity:
+            refs[param] = target
+    return plan.model_copy(update={"ref_params": refs})
+
+
+def plan_environment(tools: Sequence[ToolSchema]) -> EnvPlan:
+    """Derive collections and per-tool execution plans from refactored tool schemas.
+
+    Args:
+        tools: refactored tools (names unique, kinds and entities inferred).
+
+    Returns:
+        An `EnvPlan`; deterministic for the same tools.
+    """
+    drafts = [_draft(tool) for tool in tools]
+    entities = _entities(drafts, tools)
+    plans = [
+        _with_refs(plan, tool.parameters.get("properties", {}), entities) for plan, tool in zip(drafts, tools, strict=True)
+    ]
+    return EnvPlan(entities=tuple(entities.values()), tools=tuple(plans))
+
+
+# --------------------------------------------------------------------------------------------- response schemas
+
+
+def record_schema(entity: EntitySpec) -> dict[str, Any]:
+    """JSON schema of one record of `entity`."""
+    id_schema = {"type": "integer"} if entity.id_type == "integer" else {"type": "string"}
+    props = {entity.id_field: id_schema, **{k: _simple(v) for k, v in entity.fields.items()}}
+    return {"type": "object", "properties": props, "required": [entity.id_field]}
+
+
+def response_schema(plan: ToolPlan, entity: EntitySpec | None) -> dict[str, Any]:
+    """The response schema of a tool: `status` (success|error), `message` and the template's output keys."""
+    props: dict[str, Any] = {
+        "status": {"type": "string", "enum": ["success", "error"]},
+        "message": {"type": "string"},
+    }
+    record = record_schema(entity) if entity else {"type": "object"}
+    if plan.template == "read_many" and plan.response_key:
+        props[plan.response_key] = {"type": "array", "items": record}
+        props["count"] = {"type": "integer", "minimum": 0}
+    elif plan.template in ("read_one", "create", "update") and plan.response_key:
+        props[plan.response_key] = record
+    if plan.template in ("create", "delete") and entity is not None:
+        props[entity.id_field] = record["properties"][entity.id_field]
+    if plan.template == "action":
+        props["event_id"] = {"type": "string"}
+        props["result"] = {"type": "object"}
+    return {"type": "object", "properties": props, "required": ["status", "message"]}

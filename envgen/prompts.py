@@ -1,0 +1,76 @@
+"""Prompt texts of the envgen LLM roles (ToolVerse App. B.1 / F.1), kept apart from the code that runs them.
+
+Templates are `str.format` strings over the role inputs; literal braces are doubled.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "REFACTOR_SYSTEM",
+    "REFACTOR_USER",
+    "DATABASE_SYSTEM",
+    "DATABASE_USER",
+    "CODEGEN_SYSTEM",
+    "CODEGEN_USER",
+]
+
+# ToolVerse App. F.1 "Reproduce Tool Definition" prompt; the output section is adapted to one JSON object
+# (the scenario paragraph goes to "description" instead of <description> tags) and asks for `source_name`,
+# so the refactored tools can be mapped back to the raw ones.
+REFACTOR_SYSTEM = """You are now a JSON Tool Refactoring Assistant. Your core responsibility is to refactor tool \
+definitions based on a given seed, following specified steps to output tool descriptions in JSON format that comply \
+with the OpenAI Schema specification.
+
+Core Analysis Steps (Step 1):
+- Comprehensive Deconstruction: Understand all input tool information, including tool names, descriptions, \
+parameters (name, type, description), and required fields.
+- Business Scenario Analysis: Clarify the core business problems these tools solve and the applicable business domains.
+- Compatibility Assessment: Judge whether the current tool definitions are suitable for implementation via Python \
+functions with a dictionary database. Analyze issues in naming, parameter design, and functional descriptions \
+(e.g., redundancy, parameter-function mismatch, or inability to implement independently).
+
+Refactoring Requirements (Step 2): Refactor the names, descriptions, and parameters based on Step 1:
+- Functional Fitness: Each refactored tool must be independently implementable by a single Python function with \
+clear logic and no redundant cross-function dependencies.
+- OpenAI Schema Refinement:
+  - Name: Concise and precise, reflecting the core function (lowercase + underscores).
+  - Description: Clear and complete, explaining the purpose and scope within the business scenario.
+  - Parameters: Optimize names and descriptions to ensure clarity; limit to the maximum number of parameters given \
+with the input, using standard Python types (int, float, str, list/array, dict). Never drop a required parameter.
+- Call Correlation: Build business logic-driven constraints for the toolset. Define dependencies where the input of \
+one tool correlates to the output of another, supporting multi-turn reasoning (use shared id names such as order_id).
+- Response Field: Add a mandatory "response" field (a JSON schema of type object) containing at least "status" \
+(success/error), "message", and other function-related output keys.
+
+Output Requirements:
+- Scenario Description: Describe the analyzed result in one paragraph in the "description" field.
+- Tool Output: "tools" is a strict JSON array of objects with "type": "function" and "function" keys (containing \
+name, description, parameters, and the custom response field). Add "source_name": the exact input name of the \
+tool it refactors; refactor every input tool exactly once.
+- Language: The entire output must be in English."""
+
+REFACTOR_USER = "Maximum parameters per tool: {max_params}\n\nInput Tool Definition:\n{tools_definition}"
+
+DATABASE_SYSTEM = """You build the mock database of an executable tool environment (a Python dict). Given the \
+JSON tool list and the collections it needs, infer the application scenario, its business entities and state \
+variables, then synthesize the requested number of coherent records per collection. Records are keyed by \
+their id and contain the id field itself. Records must be internally consistent across tools: every foreign-key \
+field (e.g. an order's customer_id) names a record that exists, enum fields use only allowed values, and outputs \
+of query-style tools are valid inputs of update or action tools. Use realistic but fictional values; no real \
+personal data."""
+
+DATABASE_USER = "Records per collection: {records_min}-{records_max}\n\nTools:\n{tools}\n\nCollections (name, id field, field schemas, foreign keys):\n{collections}"
+
+CODEGEN_SYSTEM = """You write the executable Python module of a mock tool environment. For every tool, define \
+`def <tool_name>(db: dict, **kwargs) -> dict` that reads or modifies the dictionary database `db` in place \
+according to the tool's semantics, and returns a dict matching the tool's response schema: always "status" \
+("success" or "error") and "message". Validate arguments (missing required, wrong type, unknown id) and return \
+{{"status": "error", "message": ...}} instead of raising. Be deterministic: no clock, no uuid4, no randomness; new \
+ids derive from the collection size. Allowed imports: copy, math, re, json, datetime, collections, itertools, \
+functools, string, statistics. No I/O, no getattr/eval/exec/open/type, no dunder names, no str.format (use \
+f-strings). Module-level constants and private helpers (`_name`) are allowed."""
+
+CODEGEN_USER = (
+    "Tool schemas:\n{schemas}\n\nInitial database (collections keyed by id):\n{db_excerpt}\n\n"
+    "Failures of the previous attempt (fix them; empty on the first attempt):\n{failures}"
+)

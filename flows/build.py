@@ -1,0 +1,73 @@
+"""The `gust build` flow and single-stage flows. Flows only compose tasks; work happens in `gustforge.pipeline`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, unmapped
+from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
+
+from data import io
+from flows.runners import make_task_runner
+from gustforge import pipeline
+from gustforge.config import BuildConfig
+from tasks.stages import discover_task, finish_stage_task, ingest_task, stage_shard_task, summarize_task
+
+__all__ = ["build_flow", "stage_flow", "run_build", "run_stage"]
+
+
+def _run_stage(stage: str, items: Sequence[dict[str, Any]], cfg: BuildConfig, out: str) -> pipeline.ShardResult:
+    """Fan a stage out over shards on the flow's task runner, then merge, report and check the budget."""
+    spec = pipeline.STAGES.get(stage)
+    if stage == "export":
+        shards: list[list[dict[str, Any]]] = [list(items)]
+    else:
+        shards = pipeline.shard_items(items, shard_size=cfg.runner.shard_size, max_shards=cfg.runner.max_shards)
+    futures = stage_shard_task.map(
+        unmapped(stage), list(range(len(shards))), shards, unmapped(cfg), unmapped(out),
+        unmapped(pipeline.stage_config_key(stage, cfg)), unmapped(pipeline.code_digest(spec.packages)),
+    )  # fmt: skip
+    budget = getattr(cfg.budgets, stage, 1.0)
+    return finish_stage_task(stage, futures.result(), out, budget)
+
+
+@flow(name="gust-build")
+def build_flow(cfg: BuildConfig) -> pipeline.RunSummary:
+    """envgen → tdg → sample → reconstruct → tasks → verify → export, sharded, cached, accounted."""
+    out = str(cfg.out.resolve())
+    inputs = tuple(str(Path(p).resolve()) for p in (cfg.inputs or pipeline.bundled_sample_inputs()))
+    ingest = ingest_task(inputs, cfg, pipeline.inputs_digest([Path(p) for p in inputs]),
+                         pipeline.stage_config_key("envgen", cfg), pipeline.code_digest(("envgen", "data")))  # fmt: skip
+    items: Sequence[dict[str, Any]] = ingest.toolsets
+    merged: list[pipeline.ShardResult] = []
+    for stage in pipeline.STAGE_ORDER:
+        merged.append(_run_stage(stage, items, cfg, out))
+        items = merged[-1].items
+    return summarize_task(out, ingest, merged, cfg)
+
+
+@flow(name="gust-stage", flow_run_name="stage-{stage}")
+def stage_flow(stage: str, source: Path, cfg: BuildConfig) -> pipeline.ShardResult:
+    """Run one stage on an earlier run's outputs (`gust stage NAME --from PATH`)."""
+    items = discover_task(stage, str(Path(source).resolve()), cfg)
+    return _run_stage(stage, items, cfg, str(cfg.out.resolve()))
+
+
+def _storage(cfg: BuildConfig) -> Any:
+    return temporary_settings(updates={PREFECT_RESULTS_LOCAL_STORAGE_PATH: str(cfg.out.resolve() / ".prefect-results")})
+
+
+def run_build(cfg: BuildConfig) -> pipeline.RunSummary:
+    """Run `build_flow` on the configured task runner with the stage cache under `OUT/.prefect-results`."""
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    io.write_json(cfg.out / "config.json", cfg)
+    with _storage(cfg):
+        return build_flow.with_options(task_runner=make_task_runner(cfg.runner))(cfg)
+
+
+def run_stage(stage: str, source: Path, cfg: BuildConfig) -> pipeline.ShardResult:
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    with _storage(cfg):
+        return stage_flow.with_options(task_runner=make_task_runner(cfg.runner))(stage, source, cfg)

@@ -1,0 +1,28 @@
+"""Prefect process settings that must be in place before `import prefect`.
+
+The embedded default is Prefect's ephemeral server on a local SQLite file. We only fill in what the user has not
+set: a user pointing at a real server (`PREFECT_API_URL`, e.g. backed by PostgreSQL) keeps full control.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["configure_prefect_environment"]
+
+_DEFAULTS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # offline machines: no telemetry errors at server start
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",  # a cold SQLite migration takes ~25 s on 2 cores
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+}
+
+
+def configure_prefect_environment(out_dir: Path | None = None) -> None:
+    """Set offline-safe Prefect defaults; persist task results (the stage cache) under the run's output folder."""
+    for key, value in _DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    if out_dir is not None:
+        os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str((Path(out_dir) / ".prefect-results").resolve())
+    os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")

@@ -1,0 +1,478 @@
+"""Directory-level stage functions: read a shard of items, call the stage library, write outputs, account.
+
+Each stage takes a shard (a list of small JSON-able items) and returns a `ShardResult` whose items feed the next
+stage. Prefect tasks in `tasks/` wrap these one-to-one; `gust stage` and the orchestration benchmark call them
+without Prefect. Every input item ends as produced or quarantined: `ShardResult.report` balances.
+
+Items per stage (what flows between shards):
+    envgen      in: Toolset dumps                 out: {env_id, env_dir, digest}
+    tdg         in: env items                     out: env item + {graphs: [paths]}
+    sample      in: tdg items                     out: env item + {skeletons: [Skeleton dumps]}
+    reconstruct in: sample items                  out: env item + {traces: [GoldenTrace dumps]}
+    tasks       in: reconstruct items             out: env item + {records: [TaskRecord dumps]}
+    verify      in: tasks items                   out: env item + {records: [verified TaskRecord dumps]}
+    export      in: verify items (all shards)     out: the GUST folder
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from data import io
+from data.models import GoldenTrace, QuarantineRecord, Skeleton, StageReport, StrictModel, TaskRecord, Toolset
+from gustforge.config import BuildConfig
+from gustforge.errors import GustError
+from gustforge.hashing import content_hash
+from gustforge.registry import Registry
+
+__all__ = [
+    "STAGE_ORDER",
+    "STAGES",
+    "ShardResult",
+    "StageSpec",
+    "shard_items",
+    "merge_results",
+    "code_digest",
+    "ingest_inputs",
+    "discover_items",
+    "write_stage_report",
+    "check_budget",
+    "bundled_sample_inputs",
+    "save_items",
+    "stage_config_key",
+    "inputs_digest",
+    "finish_stage",
+    "write_quarantine",
+    "RunSummary",
+    "write_run_summary",
+    "IngestSummary",
+]
+
+log = logging.getLogger(__name__)
+
+STAGE_ORDER: tuple[str, ...] = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export")
+
+Item = dict[str, Any]
+
+
+class ShardResult(StrictModel):
+    """What one shard of one stage produced, dropped and how long it took."""
+
+    stage: str
+    shard: int
+    items: tuple[Item, ...] = ()
+    produced_ids: tuple[str, ...] = ()
+    quarantine: tuple[QuarantineRecord, ...] = ()
+    report: StageReport
+    seconds: float = Field(default=0.0, description="Wall time of the shard's work.")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage: its shard function, the stage whose outputs it reads and the library packages it runs."""
+
+    name: str
+    run: Callable[[Sequence[Item], BuildConfig, Path], ShardResult]
+    previous: str | None
+    packages: tuple[str, ...]
+    config_keys: tuple[str, ...]
+
+
+STAGES: Registry[StageSpec] = Registry("stage")
+
+
+def _stage(name: str, previous: str | None, packages: tuple[str, ...], config_keys: tuple[str, ...]
+           ) -> Callable[..., Any]:  # fmt: skip
+    def decorate(fn: Callable[[Sequence[Item], BuildConfig, Path], ShardResult]) -> Callable[..., Any]:
+        STAGES.add(name, StageSpec(name=name, run=fn, previous=previous, packages=packages,
+                                   config_keys=config_keys))  # fmt: skip
+        return fn
+
+    return decorate
+
+
+def bundled_sample_inputs() -> tuple[Path, ...]:
+    """The raw toolsets shipped in `data/samples/raw/` (what `gust build` builds with no `--input`)."""
+    root = Path(__file__).resolve().parents[1] / "data" / "samples" / "raw"
+    return (root,)
+
+
+def code_digest(packages: Iterable[str]) -> str:
+    """sha256 over the source files of the given packages: a library edit invalidates the stage cache."""
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for package in sorted(packages):
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def shard_items(items: Sequence[Item], *, shard_size: int, max_shards: int) -> list[list[Item]]:
+    """Split items into at most `max_shards` contiguous shards of about `shard_size` (order kept)."""
+    if not items:
+        return []
+    n_shards = min(max_shards, math.ceil(len(items) / shard_size))
+    size = math.ceil(len(items) / n_shards)
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def merge_results(stage: str, results: Sequence[ShardResult]) -> ShardResult:
+    """One result for a whole stage: items in shard order, reports summed."""
+    dropped: dict[str, int] = {}
+    for result in results:
+        for reason, count in result.report.dropped.items():
+            dropped[reason] = dropped.get(reason, 0) + count
+    report = StageReport(
+        stage=stage,
+        inputs=sum(r.report.inputs for r in results),
+        produced=sum(r.report.produced for r in results),
+        dropped=dict(sorted(dropped.items())),
+    )
+    return ShardResult(
+        stage=stage,
+        shard=-1,
+        items=tuple(item for r in results for item in r.items),
+        produced_ids=tuple(i for r in results for i in r.produced_ids),
+        quarantine=tuple(q for r in results for q in r.quarantine),
+        report=report,
+        seconds=sum(r.seconds for r in results),
+    )
+
+
+def write_stage_report(out: Path, merged: ShardResult) -> Path:
+    """`OUT/reports/<stage>.jsonl`: one line per produced or dropped item, then the stage summary."""
+    lines: list[dict[str, Any]] = [{"item_id": i, "outcome": "produced"} for i in merged.produced_ids]
+    lines += [{"outcome": "dropped", **q.model_dump(mode="json")} for q in merged.quarantine]
+    lines.append({"summary": merged.report.model_dump(mode="json"), "seconds": round(merged.seconds, 3)})
+    return io.write_jsonl(out / "reports" / f"{merged.stage}.jsonl", lines)
+
+
+def check_budget(report: StageReport, budget: float) -> None:
+    """Raise when a stage dropped a larger share of its inputs than its error budget allows."""
+    if report.inputs == 0:
+        return
+    share = sum(report.dropped.values()) / report.inputs
+    if share > budget:
+        reasons = ", ".join(f"{k}={v}" for k, v in sorted(report.dropped.items(), key=lambda kv: -kv[1])[:5])
+        raise GustError(
+            f"stage {report.stage!r} dropped {share:.0%} of {report.inputs} inputs, over its error budget "
+            f"of {budget:.0%} (top reasons: {reasons}); see reports/{report.stage}.jsonl"
+        )
+
+
+def _result(stage: str, items: Sequence[Item], produced_ids: Sequence[str], quarantine: Sequence[QuarantineRecord],
+            inputs: int, started: float) -> ShardResult:  # fmt: skip
+    dropped: dict[str, int] = {}
+    for record in quarantine:
+        dropped[record.reason] = dropped.get(record.reason, 0) + 1
+    report = StageReport(stage=stage, inputs=inputs, produced=len(produced_ids), dropped=dict(sorted(dropped.items())))
+    if not report.balanced:
+        raise GustError(f"stage {stage}: accounting does not balance: {report}")
+    return ShardResult(stage=stage, shard=0, items=tuple(items), produced_ids=tuple(produced_ids),
+                       quarantine=tuple(quarantine), report=report, seconds=time.perf_counter() - started)  # fmt: skip
+
+
+def _env_digest(env_dir: Path) -> str:
+    digest = hashlib.sha256()
+    for name in ("schemas.json", "db.json", "tools.py"):
+        digest.update((env_dir / name).read_bytes())
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------- ingest
+class IngestSummary(StrictModel):
+    toolsets: tuple[Item, ...]
+    quarantine: tuple[QuarantineRecord, ...]
+    report: StageReport
+
+
+def ingest_inputs(inputs: Sequence[Path], cfg: BuildConfig) -> IngestSummary:
+    """Read every raw input (file or folder), dedupe across files by content hash, apply the size filter."""
+    from envgen.ingest import read_toolsets
+
+    toolsets: list[Toolset] = []
+    quarantine: list[QuarantineRecord] = []
+    inputs_count = 0
+    seen: dict[str, str] = {}
+    for path in inputs:
+        result = read_toolsets(Path(path), cfg=cfg.envgen)
+        inputs_count += result.report.inputs
+        quarantine.extend(result.quarantine)
+        for toolset in result.toolsets:
+            if toolset.toolset_id in seen:
+                quarantine.append(QuarantineRecord(item_id=toolset.toolset_id, stage="ingest",
+                                                   reason="duplicate", detail=f"duplicate_of:{seen[toolset.toolset_id]}",
+                                                   provenance=toolset.provenance))  # fmt: skip
+                continue
+            seen[toolset.toolset_id] = f"{toolset.provenance.path}#{toolset.provenance.record_id}"
+            toolsets.append(toolset)
+    toolsets.sort(key=lambda t: t.toolset_id)
+    dropped: dict[str, int] = {}
+    for record in quarantine:
+        dropped[record.reason] = dropped.get(record.reason, 0) + 1
+    report = StageReport(stage="ingest", inputs=inputs_count, produced=len(toolsets), dropped=dropped)
+    return IngestSummary(toolsets=tuple(t.model_dump(mode="json") for t in toolsets),
+                         quarantine=tuple(quarantine), report=report)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------- stages
+def _load_env(item: Item) -> Any:
+    from envgen.runtime import Environment
+
+    return Environment.load(Path(item["env_dir"]))
+
+
+def _env_item(item: Item) -> Item:
+    return {"env_id": item["env_id"], "env_dir": item["env_dir"], "digest": item["digest"]}
+
+
+@_stage("envgen", None, ("envgen", "gustforge", "data"), ("envgen", "llm"))
+def run_envgen(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Build, test and write an environment per toolset; failing toolsets are quarantined with the reason."""
+    from data.envs import write_env_dir
+    from envgen.build import build_environments
+
+    started = time.perf_counter()
+    toolsets = [Toolset.model_validate(item) for item in items]
+    outcome = build_environments(toolsets, cfg.envgen)
+    produced: list[Item] = []
+    for artifacts in outcome.built:
+        env_dir = write_env_dir(out / "envs", artifacts)
+        produced.append({"env_id": env_dir.name, "env_dir": str(env_dir), "digest": _env_digest(env_dir)})
+    produced.sort(key=lambda i: i["env_id"])
+    return _result("envgen", produced, [i["env_id"] for i in produced], list(outcome.quarantine), len(items), started)
+
+
+@_stage("tdg", "envgen", ("tdg", "data"), ("tdg.inferer", "tdg.n_graphs", "tdg.seed", "llm"))
+def run_tdg(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Infer and sanitize `n_graphs` dependency graphs per environment; write them as node-link JSON."""
+    from data.graphs import graph_path, write_graph
+    from gustforge.llm import LLMClient
+    from tdg.infer import build_graphs
+    from tdg.sanitize import sanitize_to_dag
+
+    started = time.perf_counter()
+    client = LLMClient(cfg.llm)
+    produced: list[Item] = []
+    quarantine: list[QuarantineRecord] = []
+    for item in items:
+        try:
+            env = _load_env(item)
+            graphs = build_graphs(env, n_graphs=cfg.tdg.n_graphs, inferer=cfg.tdg.inferer, seed=cfg.tdg.seed,
+                                  client=client)  # fmt: skip
+            paths = []
+            for index, graph in enumerate(graphs):
+                sanitized = sanitize_to_dag(graph)
+                paths.append(str(write_graph(graph_path(out / "tdg", env.env_id, index), sanitized.dag,
+                                             list(sanitized.removed))))  # fmt: skip
+        except GustError as exc:
+            quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="tdg", reason=type(exc).__name__,
+                                               detail=str(exc)))  # fmt: skip
+            continue
+        produced.append({**_env_item(item), "graphs": paths})
+    return _result("tdg", produced, [i["env_id"] for i in produced], quarantine, len(items), started)
+
+
+@_stage("sample", "tdg", ("tdg", "data"), ("tdg",))
+def run_sample(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Coverage-oriented Dynamic Unlocking Sampling over each environment's DAGs."""
+    from data.graphs import read_graph
+    from tdg.dus import sample_skeletons_for_coverage
+
+    started = time.perf_counter()
+    produced: list[Item] = []
+    quarantine: list[QuarantineRecord] = []
+    for item in items:
+        dags = [read_graph(Path(p)).dag for p in item["graphs"]]
+        result = sample_skeletons_for_coverage(
+            dags, env_id=item["env_id"], target_coverage=cfg.tdg.target_coverage, max_skeletons=cfg.tdg.max_skeletons,
+            patience=cfg.tdg.patience, max_parallel=cfg.tdg.max_parallel, max_stages=cfg.tdg.max_stages,
+            seed=cfg.tdg.seed,
+        )  # fmt: skip
+        if not result.skeletons:
+            quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="sample", reason="no_skeleton",
+                                               detail="DUS produced no skeleton"))  # fmt: skip
+            continue
+        produced.append({**item, "skeletons": [s.model_dump(mode="json") for s in result.skeletons],
+                         "coverage": result.coverage})  # fmt: skip
+    return _result("sample", produced, [i["env_id"] for i in produced], quarantine, len(items), started)
+
+
+@_stage("reconstruct", "sample", ("tdg", "envgen", "gustforge", "data"), ("tdg.seed",))
+def run_reconstruct(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Inverse context reconstruction of every skeleton on a live environment (counts skeletons)."""
+    from data.graphs import read_graph
+    from tdg.reconstruct import reconstruct_all
+
+    started = time.perf_counter()
+    produced: list[Item] = []
+    produced_ids: list[str] = []
+    quarantine: list[QuarantineRecord] = []
+    inputs = 0
+    for item in items:
+        skeletons = [Skeleton.model_validate(s) for s in item["skeletons"]]
+        inputs += len(skeletons)
+        env = _load_env(item)
+        dags = [read_graph(Path(p)).dag for p in item["graphs"]]
+        result = reconstruct_all(env, dags, skeletons, seed=cfg.tdg.seed)
+        quarantine.extend(result.quarantine)
+        if result.traces:
+            produced_ids.extend(t.trace_id for t in result.traces)
+            produced.append({**_env_item(item), "graphs": item["graphs"], "coverage": item.get("coverage"),
+                             "traces": [t.model_dump(mode="json") for t in result.traces]})  # fmt: skip
+    return _result("reconstruct", produced, produced_ids, quarantine, inputs, started)
+
+
+@_stage("tasks", "reconstruct", ("tdg", "envgen", "gustforge", "data"), ("seed", "llm"))
+def run_tasks(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Write a user task (query, dialogue history, reasoning chain) for every golden trace."""
+    from gustforge.llm import LLMClient
+    from tdg.taskgen import write_tasks
+
+    started = time.perf_counter()
+    client = LLMClient(cfg.llm)
+    produced: list[Item] = []
+    produced_ids: list[str] = []
+    quarantine: list[QuarantineRecord] = []
+    inputs = 0
+    for item in items:
+        traces = [GoldenTrace.model_validate(t) for t in item["traces"]]
+        inputs += len(traces)
+        outcome = write_tasks(traces, _load_env(item), client=client, seed=cfg.seed)
+        quarantine.extend(outcome.dropped)
+        if outcome.records:
+            produced_ids.extend(r.task_id for r in outcome.records)
+            produced.append({**_env_item(item), "coverage": item.get("coverage"),
+                             "records": [r.model_dump(mode="json") for r in outcome.records]})  # fmt: skip
+    return _result("tasks", produced, produced_ids, quarantine, inputs, started)
+
+
+@_stage("verify", "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify",))
+def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Replay (LangGraph), solvability and teacher Pass@k — or `not_run` when no teacher endpoint is set."""
+    from tdg.verify import verify_tasks
+
+    started = time.perf_counter()
+    records = [TaskRecord.model_validate(r) for item in items for r in item["records"]]
+    envs = {item["env_id"]: _load_env(item) for item in items}
+    outcome = verify_tasks(records, envs, cfg.verify)
+    by_env: dict[str, list[Item]] = {}
+    for record in outcome.kept:
+        by_env.setdefault(record.env_id, []).append(record.model_dump(mode="json"))
+    produced = [{**_env_item(item), "coverage": item.get("coverage"), "records": by_env[item["env_id"]]}
+                for item in items if item["env_id"] in by_env]  # fmt: skip
+    return _result("verify", produced, [r.task_id for r in outcome.kept], list(outcome.dropped), len(records),
+                   started)  # fmt: skip
+
+
+@_stage("export", "verify", ("data",), ("seed", "verify.teacher", "verify.require_solvable"))
+def run_export(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Write the GUST parquet shards, dataset card and statistics figure under `OUT/gust/`."""
+    from data.gust import write_gust
+
+    started = time.perf_counter()
+    records = [TaskRecord.model_validate(r) for item in items for r in item["records"]]
+    teacher_ran = cfg.verify.teacher.enabled
+    folder = write_gust(records, out / "gust", seed=cfg.seed,
+                        filters_run={"replay": True, "solvability": cfg.verify.require_solvable,
+                                     "teacher_pass_at_k": teacher_ran})  # fmt: skip
+    item = {"gust_dir": str(folder), "rows": len(records)}
+    return _result("export", [item], [r.task_id for r in records], [], len(records), started)
+
+
+# --------------------------------------------------------------------------------------------------- discovery
+def discover_items(stage: str, source: Path, cfg: BuildConfig) -> list[Item]:
+    """Items a stage would receive, read back from an earlier run folder (for `gust stage NAME --from PATH`).
+
+    `source` is a run folder (holding `work/<previous>.jsonl`) or, for `tdg`, a folder of environments.
+    """
+    source = Path(source)
+    spec = STAGES.get(stage)
+    if spec.previous is None:
+        return list(ingest_inputs([source], cfg).toolsets)
+    saved = source / "work" / f"{spec.previous}.jsonl"
+    if saved.is_file():
+        return list(io.read_jsonl(saved))
+    envs_root = source if stage == "tdg" and not (source / "envs").is_dir() else source / "envs"
+    if stage == "tdg" and envs_root.is_dir():
+        env_dirs = sorted(p for p in envs_root.iterdir() if (p / "manifest.json").is_file())
+        return [{"env_id": p.name, "env_dir": str(p.resolve()), "digest": _env_digest(p)} for p in env_dirs]
+    raise GustError(f"stage {stage!r} needs the outputs of {spec.previous!r}: expected {saved}")
+
+
+def save_items(out: Path, merged: ShardResult) -> Path:
+    """`OUT/work/<stage>.jsonl`: the stage's output items, so a later `gust stage` can start from them."""
+    return io.write_jsonl(out / "work" / f"{merged.stage}.jsonl", merged.items)
+
+
+# --------------------------------------------------------------------------------------------------- cache keys
+def stage_config_key(stage: str, cfg: BuildConfig) -> str:
+    """Hash of only the config keys a stage reads: editing one stage's config never invalidates upstream."""
+    dumped = cfg.model_dump(mode="json")
+    picked: dict[str, Any] = {}
+    for dotted in STAGES.get(stage).config_keys:
+        node: Any = dumped
+        for part in dotted.split("."):
+            node = node[part]
+        picked[dotted] = node
+    return content_hash(picked)
+
+
+def inputs_digest(paths: Sequence[Path]) -> str:
+    """sha256 over the raw input files' names and bytes (folders walked in sorted order)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        files = sorted(p for p in Path(path).rglob("*") if p.is_file()) if Path(path).is_dir() else [Path(path)]
+        for file in files:
+            digest.update(str(file).encode())
+            digest.update(file.read_bytes() if file.exists() else b"<missing>")
+    return digest.hexdigest()
+
+
+def finish_stage(stage: str, results: Sequence[ShardResult], out: Path, budget: float) -> ShardResult:
+    """Merge shard results, write `reports/<stage>.jsonl` and `work/<stage>.jsonl`, enforce the error budget."""
+    merged = merge_results(stage, results)
+    write_stage_report(out, merged)
+    save_items(out, merged)
+    check_budget(merged.report, budget)
+    return merged
+
+
+def write_quarantine(out: Path, records: Sequence[QuarantineRecord]) -> Path:
+    """`OUT/quarantine.jsonl`: one line per rejected toolset (provenance, stage, reason)."""
+    return io.write_jsonl(out / "quarantine.jsonl", records)
+
+
+class RunSummary(StrictModel):
+    out: str
+    stages: dict[str, StageReport]
+    seconds: dict[str, float]
+    gust_rows: int
+    gust_dir: str | None
+    teacher: str = Field(description="'ran' or 'not run' (no endpoint configured).")
+
+
+def write_run_summary(out: Path, ingest: IngestSummary, merged: Sequence[ShardResult], cfg: BuildConfig) -> RunSummary:
+    """`OUT/run_summary.json`: counts per stage and outcome, stage wall times, where the dataset is."""
+    stages = {"ingest": ingest.report, **{m.stage: m.report for m in merged}}
+    export = next((m for m in merged if m.stage == "export"), None)
+    summary = RunSummary(
+        out=str(out),
+        stages=stages,
+        seconds={m.stage: round(m.seconds, 3) for m in merged},
+        gust_rows=export.items[0]["rows"] if export and export.items else 0,
+        gust_dir=export.items[0]["gust_dir"] if export and export.items else None,
+        teacher="ran" if cfg.verify.teacher.enabled else "not run",
+    )
+    io.write_json(out / "run_summary.json", summary)
+    return summary

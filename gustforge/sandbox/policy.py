@@ -1,0 +1,231 @@
+"""The sandbox policy: what untrusted code may import, name and touch. Standard library only.
+
+This module is imported by the parent (through `gustforge.sandbox.check`) and loaded by path inside the worker
+process (`gustforge.sandbox.child`), which must stay free of third-party and project imports. It therefore raises
+nothing project-specific: `find_violations` returns messages and callers decide which exception to raise.
+
+The static check is the first wall; the worker adds restricted builtins, a guarded importer and read-only module
+proxies (`MODULE_EXPORTS`), then rlimits and a wall timeout.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Any
+
+__all__ = [
+    "ALLOWED_MODULES",
+    "MODULE_EXPORTS",
+    "FORBIDDEN_NAMES",
+    "FORBIDDEN_ATTRIBUTES",
+    "MAX_SOURCE_CHARS",
+    "find_violations",
+    "make_validator",
+    "errors_of",
+    "validation_errors",
+]
+
+MAX_SOURCE_CHARS = 1_000_000
+
+# Each allowed module exposes ONLY these attributes (no submodules, no module-typed attributes, nothing that
+# mutates shared classes or runs processes). `random` and `uuid4` are rebound per load to a seeded generator.
+MODULE_EXPORTS: dict[str, frozenset[str]] = {
+    "math": frozenset(name for name in dir(math) if not name.startswith("_")),
+    "json": frozenset({"dumps", "loads", "JSONDecodeError"}),
+    "re": frozenset(
+        {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split", "escape",
+         "error", "Pattern", "Match", "IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X",
+         "ASCII", "A", "UNICODE", "U"}
+    ),
+    "copy": frozenset({"copy", "deepcopy"}),
+    "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone", "MINYEAR", "MAXYEAR"}),
+    "random": frozenset(
+        {"random", "randint", "randrange", "choice", "choices", "sample", "shuffle", "uniform", "gauss",
+         "getrandbits", "Random"}
+    ),
+    "string": frozenset(
+        {"ascii_letters", "ascii_lowercase", "ascii_uppercase", "digits", "hexdigits", "octdigits",
+         "punctuation", "printable", "whitespace", "capwords"}
+    ),
+    "itertools": frozenset(
+        {"accumulate", "chain", "combinations", "combinations_with_replacement", "compress", "count", "cycle",
+         "dropwhile", "filterfalse", "groupby", "islice", "pairwise", "permutations", "product", "repeat",
+         "starmap", "takewhile", "tee", "zip_longest"}
+    ),
+    "functools": frozenset({"reduce", "partial", "lru_cache", "cache", "cmp_to_key", "cached_property"}),
+    "collections": frozenset({"Counter", "OrderedDict", "defaultdict", "deque", "namedtuple", "ChainMap"}),
+    "statistics": frozenset(
+        {"mean", "fmean", "geometric_mean", "harmonic_mean", "median", "median_low", "median_high", "mode",
+         "multimode", "pstdev", "pvariance", "stdev", "variance", "quantiles", "StatisticsError"}
+    ),
+    "uuid": frozenset({"UUID", "uuid3", "uuid4", "uuid5", "NAMESPACE_DNS", "NAMESPACE_URL", "NAMESPACE_OID",
+                       "NAMESPACE_X500"}),
+    "hashlib": frozenset({"md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake2b", "blake2s",
+                          "sha3_256", "sha3_512"}),
+}
+ALLOWED_MODULES: frozenset[str] = frozenset(MODULE_EXPORTS)
+
+FORBIDDEN_NAMES: frozenset[str] = frozenset(
+    {"open", "exec", "eval", "compile", "globals", "locals", "vars", "getattr", "setattr", "delattr",
+     "hasattr", "input", "breakpoint", "help", "exit", "quit", "memoryview", "type", "super", "dir"}
+)
+
+# Non-underscore attributes that reach frames, code objects or the string formatter (a known attribute walk:
+# '{0.__class__}'.format(x) resolves dunders inside the string, out of reach of the AST check).
+FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
+    {"format", "format_map", "vformat", "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code",
+     "cr_await", "ag_frame", "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
+     "tb_frame", "tb_next", "mro"}
+)
+
+_FORBIDDEN_NODES: dict[type[ast.AST], str] = {
+    ast.AsyncFunctionDef: "async functions",
+    ast.Await: "await",
+    ast.AsyncFor: "async for",
+    ast.AsyncWith: "async with",
+    ast.Global: "global statements",
+    ast.Nonlocal: "nonlocal statements",
+}
+
+
+def find_violations(source: str) -> list[str]:
+    """Every policy violation in `source`, each as "line N: what" (empty when the source is allowed).
+
+    Args:
+        source: Python source of an untrusted module.
+
+    Returns:
+        Messages in source order; a syntax error is reported as a single message.
+
+    Example:
+        >>> find_violations("import os")[0][:40]
+        "line 1: import of module 'os' is not all"
+    """
+    if len(source) > MAX_SOURCE_CHARS:
+        return [f"line 1: source is {len(source)} characters, more than the limit {MAX_SOURCE_CHARS}"]
+    try:
+        tree = ast.parse(source, mode="exec")
+    except SyntaxError as exc:
+        return [f"line {exc.lineno or 0}: syntax error: {exc.msg}"]
+    except (RecursionError, MemoryError, ValueError) as exc:
+        return [f"line 0: source cannot be parsed: {type(exc).__name__}"]
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        line = int(getattr(node, "lineno", 0))
+        found.extend((line, f"line {line}: {message}") for message in _node_violations(node))
+    return [message for _, message in sorted(found, key=lambda item: item[0])]
+
+
+def _node_violations(node: ast.AST) -> list[str]:
+    label = _FORBIDDEN_NODES.get(type(node))
+    if label is not None:
+        return [f"{label} are not allowed"]
+    if isinstance(node, ast.Import):
+        return [m for alias in node.names for m in _import_violations(alias.name, None)] + _alias_names(node)
+    if isinstance(node, ast.ImportFrom):
+        if node.level:
+            return ["relative imports are not allowed"]
+        names = [alias.name for alias in node.names]
+        return [m for name in names for m in _import_violations(node.module or "", name)] + _alias_names(node)
+    if isinstance(node, ast.Attribute):
+        return _attribute_violations(node)
+    if isinstance(node, ast.ClassDef) and node.keywords:
+        return [f"class {node.name!r}: keywords (metaclass) are not allowed"]
+    if isinstance(node, ast.MatchClass):
+        return [f"attribute {a!r} is not allowed in a class pattern" for a in node.kwd_attrs if a.startswith("_")]
+    return [_name_message(name) for name in _identifiers(node) if _bad_name(name)]
+
+
+def _import_violations(module: str, name: str | None) -> list[str]:
+    allowed = ", ".join(sorted(ALLOWED_MODULES))
+    if module not in MODULE_EXPORTS:
+        return [f"import of module {module!r} is not allowed (allowed: {allowed})"]
+    if name == "*":
+        return [f"'from {module} import *' is not allowed"]
+    if name is not None and name not in MODULE_EXPORTS[module]:
+        return [f"'{name}' is not available from module {module!r} in the sandbox"]
+    return []
+
+
+def _alias_names(node: ast.Import | ast.ImportFrom) -> list[str]:
+    return [_name_message(a.asname) for a in node.names if a.asname is not None and _bad_name(a.asname)]
+
+
+def _attribute_violations(node: ast.Attribute) -> list[str]:
+    found = []
+    if node.attr.startswith("_"):
+        found.append(f"access to underscore attribute {node.attr!r} is not allowed")
+    elif node.attr in FORBIDDEN_ATTRIBUTES:
+        found.append(f"access to attribute {node.attr!r} is not allowed")
+    if isinstance(node.ctx, ast.Store | ast.Del):
+        found.append(f"assigning or deleting attribute {node.attr!r} is not allowed")
+    return found
+
+
+def _identifiers(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.keyword) and node.arg is not None:
+        return [node.arg]
+    if isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name is not None:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest is not None:
+        return [node.rest]
+    return []
+
+
+def _bad_name(name: str) -> bool:
+    # Single-underscore names are allowed: a module's own helpers (`_helper`) can only reach what the module
+    # defined itself. Dunder names reach interpreter machinery (`__builtins__`, `__import__`, `__loader__`).
+    return name.startswith("__") or name in FORBIDDEN_NAMES
+
+
+def _name_message(name: str) -> str:
+    if name.startswith("__"):
+        return f"dunder name {name!r} is not allowed"
+    return f"name {name!r} is not allowed"
+
+
+def make_validator(schema: dict[str, Any]) -> Any:
+    """A jsonschema validator for `schema`; the draft follows `$schema` (default Draft 2020-12).
+
+    Raises:
+        jsonschema.SchemaError: `schema` is not a valid schema of its draft.
+    """
+    import jsonschema  # lazy: the worker imports it only when a test validates something
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def errors_of(validator: Any, instance: Any) -> list[str]:
+    """Messages of every error `validator` finds in `instance`, "<path>: <message>" when nested, sorted by path."""
+    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
+    return [_error_message(error) for error in errors]
+
+
+def validation_errors(instance: Any, schema: dict[str, Any]) -> list[str]:
+    """jsonschema error messages for `instance` (empty = valid); an invalid schema is reported as one message.
+
+    Example:
+        >>> validation_errors({"n": "x"}, {"type": "object", "properties": {"n": {"type": "integer"}}})
+        ["n: 'x' is not of type 'integer'"]
+    """
+    import jsonschema
+
+    try:
+        validator = make_validator(schema)
+    except jsonschema.SchemaError as exc:
+        return [f"invalid schema: {exc.message}"]
+    return errors_of(validator, instance)
+
+
+def _error_message(error: Any) -> str:
+    path = "/".join(str(part) for part in error.absolute_path)
+    return f"{path}: {error.message}" if path else str(error.message)

@@ -1,0 +1,74 @@
+"""Prefect task wrappers of the pipeline stages. Business logic lives in `gustforge.pipeline` and the stage libs.
+
+Caching: a shard task's key is its items + the stage's config keys + the stage libraries' source digest
+(`code`) + this file's source; `cfg` itself is excluded so an edit to another stage's config is not a miss.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+from gustforge import pipeline
+from gustforge.config import BuildConfig
+from gustforge.errors import TransientLLMError
+
+__all__ = ["ingest_task", "stage_shard_task", "finish_stage_task", "discover_task", "summarize_task"]
+
+_STAGE_CACHE = (INPUTS - "cfg") + TASK_SOURCE
+
+
+def _transient(task_obj: object, task_run: object, state: object) -> bool:
+    """Retry only transient failures (LLM 429/5xx/timeouts); a deterministic error fails at once."""
+    try:
+        state.result()  # type: ignore[attr-defined]  # re-raises the task's exception
+    except TransientLLMError:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+@task(name="ingest", cache_policy=_STAGE_CACHE, persist_result=True)
+def ingest_task(inputs: tuple[str, ...], cfg: BuildConfig, inputs_digest: str, config_key: str,
+                code: str) -> pipeline.IngestSummary:  # fmt: skip
+    summary = pipeline.ingest_inputs([Path(p) for p in inputs], cfg)
+    get_run_logger().info("ingest: %d toolsets, %d quarantined", summary.report.produced, len(summary.quarantine))
+    return summary
+
+
+@task(cache_policy=_STAGE_CACHE, persist_result=True, task_run_name="{stage}-shard-{shard}", retries=3,
+      retry_delay_seconds=[1, 4, 16], retry_jitter_factor=0.5, retry_condition_fn=_transient)  # fmt: skip
+def stage_shard_task(stage: str, shard: int, items: list[dict], cfg: BuildConfig, out: str, config_key: str,
+                     code: str) -> pipeline.ShardResult:  # fmt: skip
+    result = pipeline.STAGES.get(stage).run(items, cfg, Path(out))
+    get_run_logger().info("%s shard %d: %s", stage, shard, result.report.model_dump())
+    return result.model_copy(update={"shard": shard})
+
+
+@task(name="finish-stage", task_run_name="finish-{stage}")
+def finish_stage_task(stage: str, results: list[pipeline.ShardResult], out: str, budget: float) -> pipeline.ShardResult:
+    merged = pipeline.finish_stage(stage, results, Path(out), budget)
+    get_run_logger().info("stage done: %s", stage)
+    rows = [{"outcome": "produced", "reason": "", "count": merged.report.produced}]
+    rows += [{"outcome": "dropped", "reason": k, "count": v} for k, v in merged.report.dropped.items()]
+    create_table_artifact(key=f"{stage}-accounting", table=rows, description=f"{stage}: produced / dropped by reason")
+    create_markdown_artifact(key=f"{stage}-summary", markdown=f"## {stage}\n\ninputs {merged.report.inputs}, "
+                             f"produced {merged.report.produced}, report `{out}/reports/{stage}.jsonl`")  # fmt: skip
+    return merged
+
+
+@task(name="discover", task_run_name="discover-{stage}")
+def discover_task(stage: str, source: str, cfg: BuildConfig) -> list[dict]:
+    return pipeline.discover_items(stage, Path(source), cfg)
+
+
+@task(name="summarize")
+def summarize_task(out: str, ingest: pipeline.IngestSummary, merged: list[pipeline.ShardResult],
+                   cfg: BuildConfig) -> pipeline.RunSummary:  # fmt: skip
+    envgen = next((m for m in merged if m.stage == "envgen"), None)
+    pipeline.write_quarantine(Path(out), [*ingest.quarantine, *(envgen.quarantine if envgen else ())])
+    return pipeline.write_run_summary(Path(out), ingest, merged, cfg)

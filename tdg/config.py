@@ -1,0 +1,28 @@
+"""Configuration of the TDG stage: graph inference, Dynamic Unlocking Sampling and reconstruction."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from data.models import StrictModel
+
+__all__ = ["TDGConfig"]
+
+
+class TDGConfig(StrictModel):
+    """One frozen config for graphs → DAGs → skeletons → golden traces (ToolVerse §3.2, §4.2)."""
+
+    inferer: str = Field(default="deterministic", description="Edge inferer: 'deterministic' or 'llm' (judge).")
+    n_graphs: int = Field(default=3, ge=1, le=16, description="Distinct dependency graphs per environment (paper: 3).")
+    max_parallel: int = Field(default=3, ge=1, description="N in k = min(|Q|, N): most tools per DUS stage.")
+    max_stages: int = Field(default=6, ge=1, description="Most stages in one skeleton.")
+    target_coverage: float = Field(
+        default=1.0, gt=0.0, le=1.0, description="Stop sampling an environment once this share of its tools is covered."
+    )
+    max_skeletons: int = Field(
+        default=15, ge=1, description="Most skeletons per environment (paper: 5 per graph x 3 graphs)."
+    )
+    patience: int = Field(
+        default=4, ge=1, description="Stop after this many consecutive skeletons that add no newly covered tool."
+    )
+    seed: int = Field(default=0, description="Base seed; every random choice derives from it.")

@@ -1,0 +1,223 @@
+"""Dynamic Unlocking Sampling (ToolVerse §3.2.2) and coverage-oriented skeleton sampling (App. B.3).
+
+DUS keeps a ready queue Q of tools whose predecessors have all run, starting from the zero in-degree roots. Each
+stage samples k = min(|Q|, N) tools from Q; after the stage runs, every successor's remaining in-degree drops by
+one per executed predecessor and a tool joins Q at zero. So every tool of a stage has all its predecessors in
+earlier stages.
+
+The paper does not say when a skeleton ends. Here it ends when Q is empty, when `max_stages` stages exist, or when
+Q holds only roots that were ready from the start while no tool is partly unlocked (nothing left depends on what
+ran, so more stages would only append unrelated calls). Consequently a graph without edges yields single-stage skeletons.
+
+`sample_skeletons_for_coverage` repeats DUS over an environment's DAGs (round-robin), weighting tools toward the
+not-yet-covered ones (and toward tools with uncovered descendants), until coverage reaches the target, stops
+improving for `patience` skeletons, or `max_skeletons` is reached. `random_walk_skeleton` is the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+
+import networkx as nx
+from pydantic import Field
+
+from data.models import Skeleton, StrictModel
+from gustforge.errors import InputError, TDGCycleError
+
+__all__ = [
+    "CoverageResult",
+    "sample_skeleton",
+    "sample_skeletons_for_coverage",
+    "random_walk_skeleton",
+    "skeleton_tools",
+    "coverage_weights",
+]
+
+_UNCOVERED_BONUS = 4.0
+
+
+class CoverageResult(StrictModel):
+    """The skeletons sampled for one environment and the share of its tools they cover."""
+
+    env_id: str
+    skeletons: tuple[Skeleton, ...]
+    covered: tuple[str, ...] = Field(description="Tools used by at least one skeleton, sorted.")
+    total: int = Field(description="Tools in the environment (union of the DAGs' nodes).")
+    coverage: float = Field(description="len(covered) / total (1.0 for an empty environment).")
+
+
+def _weighted_sample(items: Sequence[str], k: int, weights: Mapping[str, float], rng: random.Random) -> list[str]:
+    """k distinct items, P proportional to weight (Efraimidis-Spirakis keys u^(1/w)); deterministic per rng."""
+    keyed = sorted(((rng.random() ** (1.0 / max(weights.get(i, 1.0), 1e-9)), i) for i in items), reverse=True)
+    return [item for _, item in keyed[:k]]
+
+
+def _stalled(dag: nx.DiGraph, ready: set[str], roots: set[str], indegree: Mapping[str, int]) -> bool:
+    """Only untouched roots are ready and no tool is partly unlocked: nothing left depends on what ran."""
+    if not ready <= roots:
+        return False
+    return not any(0 < left < dag.in_degree(node) for node, left in indegree.items())
+
+
+def sample_skeleton(
+    dag: nx.DiGraph,
+    *,
+    max_parallel: int = 3,
+    max_stages: int = 6,
+    seed: int = 0,
+    weights: Mapping[str, float] | None = None,
+    env_id: str | None = None,
+    graph_index: int | None = None,
+) -> Skeleton:
+    """One DUS skeleton over `dag`.
+
+    Args:
+        dag: A sanitized TDG (must be acyclic).
+        max_parallel: N, the most tools per stage (k = min(|Q|, N)).
+        max_stages: The most stages.
+        seed: Seeds the sampler; equal inputs give equal skeletons.
+        weights: Optional sampling weight per tool (default 1.0); used to steer toward uncovered tools.
+        env_id: Defaults to ``dag.graph["env_id"]``.
+        graph_index: Defaults to ``dag.graph["graph_index"]``.
+
+    Returns:
+        The skeleton; each stage's tools are sorted by name.
+
+    Raises:
+        TDGCycleError: `dag` has a cycle.
+        InputError: `max_parallel` or `max_stages` is below 1.
+    """
+    if max_parallel < 1 or max_stages < 1:
+        raise InputError(f"max_parallel and max_stages must be >= 1 (got {max_parallel}, {max_stages})")
+    if not nx.is_directed_acyclic_graph(dag):
+        raise TDGCycleError("DUS needs a DAG; run tdg.sanitize.sanitize_to_dag first")
+    rng = random.Random(seed)
+    indegree = {n: d for n, d in dag.in_degree()}
+    roots = {n for n, d in indegree.items() if d == 0}
+    ready = set(roots)
+    stages: list[tuple[str, ...]] = []
+    while ready and len(stages) < max_stages and not (stages and _stalled(dag, ready, roots, indegree)):
+        chosen = _weighted_sample(sorted(ready), min(len(ready), max_parallel), weights or {}, rng)
+        stages.append(tuple(sorted(chosen)))
+        ready.difference_update(chosen)
+        for tool in chosen:
+            for succ in dag.successors(tool):
+                indegree[succ] -= 1
+                if indegree[succ] == 0:
+                    ready.add(succ)
+    return Skeleton(
+        env_id=env_id if env_id is not None else str(dag.graph.get("env_id", "")),
+        graph_index=graph_index if graph_index is not None else int(dag.graph.get("graph_index", 0)),
+        stages=tuple(stages),
+        seed=seed,
+    )
+
+
+def skeleton_tools(skeleton: Skeleton) -> set[str]:
+    """Every tool a skeleton calls."""
+    return {tool for stage in skeleton.stages for tool in stage}
+
+
+def coverage_weights(dag: nx.DiGraph, covered: set[str]) -> dict[str, float]:
+    """Sampling weight per tool: 1 + a bonus if uncovered + log(1 + its uncovered descendants)."""
+    weights = {}
+    for node in dag.nodes:
+        pending = len(nx.descendants(dag, node) - covered)
+        weights[node] = 1.0 + (_UNCOVERED_BONUS if node not in covered else 0.0) + math.log1p(pending)
+    return weights
+
+
+def sample_skeletons_for_coverage(
+    dags: Sequence[nx.DiGraph],
+    *,
+    env_id: str,
+    target_coverage: float = 1.0,
+    max_skeletons: int = 15,
+    min_skeletons: int = 1,
+    patience: int = 4,
+    max_parallel: int = 3,
+    max_stages: int = 6,
+    seed: int = 0,
+) -> CoverageResult:
+    """Sample DUS skeletons over an environment's DAGs until its tools are covered (App. B.3).
+
+    Round-robin over `dags`; each skeleton is biased toward tools no earlier skeleton used. Duplicate skeletons
+    (same graph and stages) are skipped and count as attempts without progress.
+
+    Args:
+        dags: The environment's sanitized TDGs (``graph_index`` taken from each graph, else its position).
+        env_id: The environment.
+        target_coverage: Stop once covered/total reaches this (after `min_skeletons`).
+        max_skeletons: Most skeletons returned.
+        min_skeletons: Keep sampling at least this many distinct skeletons even when the target is reached
+            (more tasks per environment), still bounded by `patience`.
+        patience: Stop after this many consecutive attempts that add no newly covered tool.
+        max_parallel: N of DUS.
+        max_stages: Stage limit of DUS.
+        seed: Base seed; skeleton i gets a seed drawn from ``random.Random(seed)``.
+
+    Returns:
+        `CoverageResult` for `env_id`.
+    """
+    nodes = {n for dag in dags for n in dag.nodes}
+    rng = random.Random(seed)
+    skeletons: list[Skeleton] = []
+    seen: set[tuple[int, tuple[tuple[str, ...], ...]]] = set()
+    covered: set[str] = set()
+    stale, attempt = 0, 0
+    while dags and len(skeletons) < max_skeletons and stale < patience:
+        reached = len(covered) / len(nodes) >= target_coverage if nodes else True
+        if reached and len(skeletons) >= min_skeletons:
+            break
+        index = attempt % len(dags)
+        dag = dags[index]
+        attempt += 1
+        skeleton = sample_skeleton(dag, max_parallel=max_parallel, max_stages=max_stages,
+                                   seed=rng.randrange(2**31), weights=coverage_weights(dag, covered),
+                                   env_id=env_id, graph_index=int(dag.graph.get("graph_index", index)))  # fmt: skip
+        key = (skeleton.graph_index, skeleton.stages)
+        new_tools = skeleton_tools(skeleton) - covered
+        if key in seen or not skeleton.stages:
+            stale += 1
+            continue
+        seen.add(key)
+        skeletons.append(skeleton)
+        covered |= new_tools
+        stale = 0 if new_tools or len(skeletons) <= min_skeletons else stale + 1
+    return CoverageResult(
+        env_id=env_id,
+        skeletons=tuple(skeletons),
+        covered=tuple(sorted(covered)),
+        total=len(nodes),
+        coverage=len(covered) / len(nodes) if nodes else 1.0,
+    )
+
+
+def random_walk_skeleton(
+    g: nx.DiGraph,
+    *,
+    max_len: int = 6,
+    seed: int = 0,
+    env_id: str | None = None,
+    graph_index: int | None = None,
+) -> Skeleton:
+    """Baseline: a random walk (uniform start node, uniform successor), one tool per stage, no revisits.
+
+    It ignores in-degrees, so a tool may appear before its other predecessors ran.
+    """
+    rng = random.Random(seed)
+    nodes = sorted(g.nodes)
+    walk: list[str] = []
+    current = rng.choice(nodes) if nodes else None
+    while current is not None and len(walk) < max_len:
+        walk.append(current)
+        options = sorted(set(g.successors(current)) - set(walk))
+        current = rng.choice(options) if options else None
+    return Skeleton(
+        env_id=env_id if env_id is not None else str(g.graph.get("env_id", "")),
+        graph_index=graph_index if graph_index is not None else int(g.graph.get("graph_index", 0)),
+        stages=tuple((tool,) for tool in walk),
+        seed=seed,
+    )

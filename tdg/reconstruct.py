@@ -1,0 +1,466 @@
+"""Inverse context reconstruction (ToolVerse §3.2.3, App. B.3): ground a DUS skeleton into a golden trace.
+
+The skeleton's tools run stage by stage (in each stage in name order) on one live `EnvSession`, so every state
+change is visible to the calls after it. Each argument is either
+- a **dependency argument**: copied from the output of an already-executed predecessor along a TDG edge, first
+  by the edge's evidence (``src.response.path -> dst.param``), then by name/ID matching on the predecessor's actual
+  output (`tdg.fields.match_score`); identifiers that no longer occur anywhere in the live DB are skipped; or
+- a **context argument**: drawn with the seeded RNG from the current DB (by the same name/ID vocabulary, e.g.
+  ``order_id`` <- ``orders[*].id``), from the schema's ``enum``, a fresh ID for the record a create tool makes, or
+  a type-consistent default (respecting minimum/maximum/format) when the DB has nothing that fits.
+Optional parameters are filled only from dependencies. A call whose output has status "error" is retried: the DB is
+restored (`set_db`) and the arguments re-drawn (any offering predecessor, other DB values) up to `tries` times;
+then the skeleton fails with reason ``tool_error:<tool>``. A trace that needed a retry is replayed once on a reset
+session and kept only if outputs and hashes match (a failed draw may have advanced the tools' seeded RNG).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, NamedTuple, Protocol
+
+import networkx as nx
+from jsonschema import Draft202012Validator
+
+from data.models import (
+    GoldenTrace,
+    QuarantineRecord,
+    Skeleton,
+    StageReport,
+    ToolKind,
+    ToolSchema,
+    TraceCall,
+    TraceStage,
+)
+from gustforge.errors import ReconstructionError, SandboxError
+from gustforge.hashing import canonical_json, short_hash
+from tdg.fields import (
+    FieldRef,
+    entity_of,
+    json_type,
+    match_score,
+    param_specs,
+    parse_evidence,
+    resolve_path,
+    singular,
+)
+from tdg.infer import tool_entity
+
+__all__ = [
+    "STAGE",
+    "SkeletonFailed",
+    "EnvSessionLike",
+    "EnvironmentLike",
+    "ReconstructionResult",
+    "reconstruct_trace",
+    "reconstruct_all",
+    "trace_id_for",
+]
+
+logger = logging.getLogger(__name__)
+
+STAGE = "reconstruct"
+_MISSING = object()
+_STRUCTURAL = frozenset({"status", "message"})
+
+
+class SkeletonFailed(ReconstructionError):
+    """A skeleton cannot be grounded; `reason` is a short code such as ``tool_error:cancel_order``."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class EnvSessionLike(Protocol):
+    """What reconstruction needs from `envgen.runtime.EnvSession`."""
+
+    def call(self, name: str, args: dict[str, Any]) -> dict[str, Any]: ...
+
+    def db(self) -> dict[str, Any]: ...
+
+    def db_hash(self) -> str: ...
+
+    def reset(self) -> None: ...
+
+    def set_db(self, db: dict[str, Any]) -> None: ...
+
+
+class EnvironmentLike(Protocol):
+    """What reconstruction needs from `envgen.runtime.Environment`."""
+
+    @property
+    def env_id(self) -> str: ...
+
+    @property
+    def schemas(self) -> Sequence[ToolSchema]: ...
+
+    def session(self) -> AbstractContextManager[EnvSessionLike]: ...
+
+
+class ReconstructionResult(NamedTuple):
+    traces: list[GoldenTrace]
+    quarantine: list[QuarantineRecord]
+    report: StageReport
+
+
+# --------------------------------------------------------------------------- value sources
+def _leaves(value: Any, path: str = "", parent: str | None = None) -> Iterator[tuple[FieldRef, Any]]:
+    """Scalar leaves of a JSON value; a dict whose values are all dicts is a keyed collection (keys are ``id``s)."""
+    if isinstance(value, Mapping):
+        keyed = bool(value) and parent is not None and all(isinstance(v, Mapping) for v in value.values())
+        for key in sorted(value):
+            sub_path = f"{path}.{key}" if path else str(key)
+            sub = value[key]
+            if keyed:
+                yield FieldRef(sub_path, "id", parent, json_type(key)), key
+                yield from _leaves(sub, sub_path, parent)
+            elif isinstance(sub, Mapping | list):
+                yield from _leaves(sub, sub_path, str(key))
+            else:
+                yield FieldRef(sub_path, str(key), parent, json_type(sub)), sub
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if isinstance(item, Mapping | list):
+                yield from _leaves(item, f"{path}[{i}]", parent)
+            elif parent is not None:
+                yield FieldRef(f"{path}[{i}]", singular(parent), parent, json_type(item)), item
+
+
+def _valid(schema: Mapping[str, Any], value: Any) -> bool:
+    return bool(Draft202012Validator(dict(schema)).is_valid(value))
+
+
+def _scalar_values(db: Any) -> set[str]:
+    return {repr(v) for _, v in _leaves(db)}
+
+
+def _pick(rng: random.Random, options: list[tuple[str, Any]]) -> tuple[str, Any]:
+    unique = sorted({(path, repr(value)): (path, value) for path, value in options}.items())
+    return rng.choice([pv for _, pv in unique])
+
+
+def _dependency_options(
+    tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, pred: str, output: Any,
+    live: set[str],
+) -> list[tuple[str, Any]]:  # fmt: skip
+    """Values predecessor `pred`'s output offers for `param`: by edge evidence, else by name/ID matching."""
+    by_evidence = [
+        (path, value)
+        for ev in parse_evidence(str(dag.edges[pred, tool.name].get("evidence") or ""))
+        if ev.param == param and ev.src == pred
+        for path, value in resolve_path(output, ev.path)
+    ]
+    scored = [(match_score(param, ref, dst_entity=tool_entity(tool)), ref.path, v) for ref, v in _leaves(output)
+              if not (ref.parent is None and ref.leaf in _STRUCTURAL)]  # fmt: skip
+    best = max((sc for sc, _, _ in scored), default=0.0)
+    by_name = [(path, v) for sc, path, v in scored if sc == best and best > 0]
+    for options in (by_evidence, by_name):
+        fitting = [(p, v) for p, v in options if _valid(schema, v) and (not _id_param(param) or repr(v) in live)]
+        if fitting:
+            return fitting
+    return []
+
+
+def _from_dependencies(
+    tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, outputs: Mapping[str, Any],
+    order: Sequence[str], live: set[str], rng: random.Random, *, explore: bool,
+) -> tuple[str, Any] | None:  # fmt: skip
+    """(source 'tool.path', value) for `param` from an executed predecessor along a TDG edge.
+
+    The most recently executed predecessor that offers a value wins; when `explore` (a retry after a tool
+    error) any offering predecessor may be chosen.
+    """
+    offers = []
+    for pred in (t for t in reversed(order) if dag.has_edge(t, tool.name)):
+        options = _dependency_options(tool, param, schema, dag, pred, outputs[pred], live)
+        if options:
+            offers.append((pred, options))
+            if not explore:
+                break
+    if not offers:
+        return None
+    pred, options = rng.choice(offers) if explore else offers[0]
+    path, value = _pick(rng, options)
+    return f"{pred}.{path}", value
+
+
+def _id_param(param: str) -> bool:
+    return param == "id" or entity_of(param) is not None
+
+
+def _fresh_id(existing: list[Any], rng: random.Random) -> Any:
+    """An ID not in `existing`, shaped like the existing ones (int -> max+1, 'ord_003' -> 'ord_<n>')."""
+    ints = [v for v in existing if isinstance(v, int) and not isinstance(v, bool)]
+    if ints:
+        return max(ints) + 1
+    strings = sorted(str(v) for v in existing)
+    prefix = strings[0].rstrip("0123456789") if strings else "new_"
+    taken = set(strings)
+    n = len(strings) + 1
+    while f"{prefix}{n:03d}" in taken:
+        n += 1 + rng.randrange(3)
+    return f"{prefix}{n:03d}"
+
+
+def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
+    kind = schema.get("type")
+    kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
+    if kind in ("integer", "number"):
+        low = schema.get("minimum", schema.get("exclusiveMinimum", 0) + (1 if kind == "integer" else 0.5))
+        high = schema.get("maximum", max(low, 1) + 4)
+        value = rng.randint(int(low), int(high)) if kind == "integer" else float(low)
+        return value if kind == "integer" else round(max(value, float(low)), 2)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "array":
+        item = _default(param, schema.get("items") or {"type": "string"}, rng)
+        return [item] * max(1, int(schema.get("minItems", 1)))
+    if kind == "object":
+        return {}
+    formats = {"date": "2025-06-15", "date-time": "2025-06-15T10:00:00Z", "email": "alex@example.com",
+               "uri": "https://example.com", "time": "10:00:00"}  # fmt: skip
+    return formats.get(str(schema.get("format")), f"sample {param.replace('_', ' ')}")
+
+
+def _from_context(
+    tool: ToolSchema, param: str, schema: Mapping[str, Any], db: Mapping[str, Any], rng: random.Random
+) -> Any:
+    """A value for `param` drawn from the live DB (or the schema); `_MISSING` if nothing valid fits."""
+    if schema.get("enum"):
+        return rng.choice(list(schema["enum"]))
+    if "const" in schema:
+        return schema["const"]
+    entity = tool_entity(tool)
+    leaves = list(_leaves(db))
+    if tool.kind is ToolKind.CREATE and (param == "id" or entity_of(param) == entity) and entity is not None:
+        existing = [v for ref, v in leaves if match_score(param, ref, dst_entity=entity) > 0]
+        return _fresh_id(existing, rng)
+    scored = [(match_score(param, ref, dst_entity=entity), ref.path, v) for ref, v in leaves]
+    best = max((s for s, _, _ in scored), default=0.0)
+    options = [(p, v) for s, p, v in scored if best > 0 and s == best and _valid(schema, v)]
+    if options:
+        return _pick(rng, options)[1]
+    value = _default(param, schema, rng)
+    return value if _valid(schema, value) else _MISSING
+
+
+def _instantiate(
+    tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any], order: Sequence[str],
+    db: Mapping[str, Any], rng: random.Random, *, explore: bool = False,
+) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:  # fmt: skip
+    args: dict[str, Any] = {}
+    dependency: dict[str, str] = {}
+    context: list[str] = []
+    live = _scalar_values(db)
+    for param, (schema, required) in sorted(param_specs(tool.parameters).items()):
+        found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore)
+        if found is not None:
+            dependency[param], args[param] = found
+            continue
+        if not required:
+            continue
+        value = _from_context(tool, param, schema, db, rng)
+        if value is _MISSING:
+            raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no valid value for {param}")
+        args[param] = value
+        context.append(param)
+    errors = [e.message for e in Draft202012Validator(tool.parameters).iter_errors(args)]
+    if errors:
+        raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
+    return args, dependency, tuple(context)
+
+
+# --------------------------------------------------------------------------- traces
+def trace_id_for(env_id: str, graph_index: int, stages: Sequence[TraceStage], initial_db_hash: str) -> str:
+    """Content hash of what a trace does (16 hex chars)."""
+    payload = {"env_id": env_id, "graph_index": graph_index, "initial_db_hash": initial_db_hash,
+               "stages": [s.model_dump(mode="json") for s in stages]}  # fmt: skip
+    return short_hash(payload, 16)
+
+
+def _run_call(
+    session: EnvSessionLike, tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any],
+    order: Sequence[str], rng: random.Random, tries: int,
+) -> tuple[TraceCall, bool]:  # fmt: skip
+    """Instantiate and run one call; on a tool error restore the DB and re-draw the arguments (`tries` in all).
+
+    Returns:
+        The call and whether it needed a retry.
+    """
+    db = session.db()
+    tried: set[str] = set()
+    message = ""
+    for draw in range(4 * tries):  # duplicate draws do not count as tries
+        args, dependency, context = _instantiate(tool, dag, outputs, order, db, rng, explore=draw > 0)
+        key = canonical_json(args)
+        if key in tried:
+            continue
+        if len(tried) == tries:
+            break
+        tried.add(key)
+        output = session.call(tool.name, args)
+        if isinstance(output, dict) and output.get("status") != "error":
+            call = TraceCall(name=tool.name, arguments=args, output=output, dependency_args=dependency,
+                             context_args=context)  # fmt: skip
+            return call, draw > 0
+        message = f"args={args!r}: " + (str(output.get("message", "")) if isinstance(output, dict) else repr(output))
+        session.set_db(db)
+    raise SkeletonFailed(f"tool_error:{tool.name}", f"{len(tried)} argument draws failed; last {message}")
+
+
+def _run_stages(
+    session: EnvSessionLike, schemas: Mapping[str, ToolSchema], dag: nx.DiGraph, skeleton: Skeleton,
+    rng: random.Random, tries: int,
+) -> tuple[list[TraceStage], bool]:  # fmt: skip
+    outputs: dict[str, Any] = {}
+    order: list[str] = []
+    stages = []
+    retried = False
+    for stage in skeleton.stages:
+        before = session.db_hash()
+        calls = []
+        for name in stage:
+            call, again = _run_call(session, schemas[name], dag, outputs, order, rng, tries)
+            retried |= again
+            calls.append(call)
+            outputs[name] = call.output
+            order.append(name)
+        stages.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=session.db_hash()))
+    return stages, retried
+
+
+def _replays(session: EnvSessionLike, stages: Sequence[TraceStage]) -> bool:
+    """Whether the recorded calls reproduce the recorded outputs and hashes on a reset session."""
+    session.reset()
+    for stage in stages:
+        if session.db_hash() != stage.db_hash_before:
+            return False
+        if any(session.call(call.name, call.arguments) != call.output for call in stage.calls):
+            return False
+        if session.db_hash() != stage.db_hash_after:
+            return False
+    return True
+
+
+def _check_skeleton(skeleton: Skeleton, schemas: Mapping[str, ToolSchema], dag: nx.DiGraph) -> None:
+    tools = [t for stage in skeleton.stages for t in stage]
+    if not tools:
+        raise SkeletonFailed("empty_skeleton")
+    unknown = sorted(set(tools) - set(schemas))
+    if unknown:
+        raise SkeletonFailed(f"unknown_tool:{unknown[0]}", f"not in the environment: {unknown}")
+    repeated = [t for t, n in Counter(tools).items() if n > 1]
+    if repeated:
+        raise SkeletonFailed("repeated_tool", f"{sorted(repeated)}")
+    missing = sorted(set(tools) - set(dag.nodes))
+    if missing:
+        raise SkeletonFailed(f"unknown_tool:{missing[0]}", "not in the graph")
+
+
+def reconstruct_trace(
+    env: EnvironmentLike,
+    dag: nx.DiGraph,
+    skeleton: Skeleton,
+    *,
+    seed: int = 0,
+    tries: int = 6,
+    session: EnvSessionLike | None = None,
+) -> GoldenTrace:
+    """Ground `skeleton` into an executable golden trace on a live copy of `env`'s DB.
+
+    Args:
+        env: The environment (`envgen.runtime.Environment`).
+        dag: The sanitized TDG the skeleton was sampled from (edges give the dependency arguments).
+        skeleton: The DUS skeleton.
+        seed: Seeds every context-value choice.
+        tries: Argument draws per call; after a tool error the DB is restored and the arguments re-drawn.
+        session: An open session to reuse (it is reset first); a new one is opened and closed when None.
+
+    Returns:
+        The golden trace; ``trace_id`` is a content hash, ``edges_used`` are the DAG edges among its tools.
+
+    Raises:
+        SkeletonFailed: (a `ReconstructionError`) with ``reason`` ``tool_error:<tool>``,
+            ``unfillable_arg:<tool>``, ``invalid_args:<tool>``, ``unknown_tool:<tool>``, ``repeated_tool`` or
+            ``empty_skeleton``, ``nondeterministic_replay``.
+        SandboxError: The sandbox itself failed (timeout, memory, crash).
+    """
+    schemas = {s.name: s for s in env.schemas}
+    _check_skeleton(skeleton, schemas, dag)
+    rng = random.Random(seed)
+    context: AbstractContextManager[EnvSessionLike] = nullcontext(session) if session is not None else env.session()
+    with context as live:
+        live.reset()
+        initial = live.db_hash()
+        stages, retried = _run_stages(live, schemas, dag, skeleton, rng, tries)
+        # A failed draw may have consumed the tools' seeded RNG; make sure a clean replay gives the same trace.
+        if retried and not _replays(live, stages):
+            raise SkeletonFailed("nondeterministic_replay", "the trace differs when replayed on a fresh session")
+    tools = {t for stage in skeleton.stages for t in stage}
+    edges = tuple(sorted((u, v) for u, v in dag.edges if u in tools and v in tools))
+    return GoldenTrace(
+        trace_id=trace_id_for(env.env_id, skeleton.graph_index, stages, initial),
+        env_id=env.env_id,
+        graph_index=skeleton.graph_index,
+        stages=tuple(stages),
+        edges_used=edges,
+        initial_db_hash=initial,
+        final_db_hash=stages[-1].db_hash_after,
+    )
+
+
+def _skeleton_seed(seed: int, skeleton: Skeleton) -> int:
+    return int(short_hash([seed, skeleton.model_dump(mode="json")], 8), 16)
+
+
+def reconstruct_all(
+    env: EnvironmentLike, dags: Sequence[nx.DiGraph], skeletons: Sequence[Skeleton], *, seed: int = 0,
+    tries: int = 6,
+) -> ReconstructionResult:
+    """Reconstruct every skeleton of one environment on one reused session; failures are quarantined.
+
+    Args:
+        env: The environment.
+        dags: Its sanitized TDGs, indexed by ``skeleton.graph_index``.
+        skeletons: From `tdg.dus.sample_skeletons_for_coverage`.
+        seed: Base seed; each skeleton's seed derives from it and the skeleton's content.
+        tries: Argument draws per call (see `reconstruct_trace`).
+
+    Returns:
+        `ReconstructionResult(traces, quarantine, report)`: produced + dropped == len(skeletons); duplicate traces
+        are dropped with reason ``duplicate_trace``.
+    """
+    traces: list[GoldenTrace] = []
+    quarantine: list[QuarantineRecord] = []
+    seen: set[str] = set()
+    with env.session() as session:
+        for i, skeleton in enumerate(skeletons):
+            item_id = f"{env.env_id}/skeleton-{i}"
+            try:
+                if not 0 <= skeleton.graph_index < len(dags):
+                    raise SkeletonFailed("unknown_graph", f"graph_index {skeleton.graph_index}")
+                dag = dags[skeleton.graph_index]
+                trace = reconstruct_trace(env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries,
+                                          session=session)
+            except SkeletonFailed as exc:
+                quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=exc.reason, detail=exc.detail))
+                continue
+            except SandboxError as exc:
+                reason = f"sandbox_error:{type(exc).__name__}"
+                quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=reason, detail=str(exc)))
+                continue
+            if trace.trace_id in seen:
+                quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason="duplicate_trace",
+                                                   detail=trace.trace_id))  # fmt: skip
+                continue
+            seen.add(trace.trace_id)
+            traces.append(trace)
+    dropped = Counter(q.reason.split(":")[0] for q in quarantine)
+    report = StageReport(stage=STAGE, inputs=len(skeletons), produced=len(traces), dropped=dict(sorted(dropped.items())))
+    return ReconstructionResult(traces=traces, quarantine=quarantine, report=report)

@@ -1,0 +1,597 @@
+"""Execution-based task verification with LangGraph (ToolVerse §3.2.3, §4.2, App. B.3).
+
+Three filters, in order of cost:
+1. **replay** — a LangGraph `StateGraph` re-executes the golden trace stage by stage on a fresh environment
+   session and checks every output and DB hash;
+2. **solvability** — every stated argument value (every argument that is not a dependency argument) appears
+   in the task text or in the output of a call of an earlier stage;
+3. **teacher Pass@k** — a LangGraph tool-calling agent driven by `ChatOpenAI` on an OpenAI-compatible endpoint
+   tries the task k times, each on a fresh session; an attempt is scored with the turn-level rule of §3.3
+   (golden call ⊆dict agent call of the same turn). A task is kept when at least one attempt has trace score 1.
+   With no endpoint configured the teacher is "not_run" and `pass_at_k` stays None.
+Finally at most `max_tasks_per_env` tasks per environment are kept, preferring distinct tool sets.
+
+This is the only library module that imports langgraph / langchain.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import operator
+import os
+import random
+import re
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
+
+import openai
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.tools import StructuredTool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from pydantic import Field
+
+from data.models import GoldenTrace, QuarantineRecord, StageReport, StrictModel, TaskRecord, TaskText, ToolCall
+from gustforge.errors import LLMError, SandboxError, ToolError
+from gustforge.hashing import canonical_json
+from gustforge.llm import is_transient
+from tdg.taskgen import stated_arguments
+from tdg.verify_config import TeacherConfig, VerifyConfig
+
+if TYPE_CHECKING:
+    from envgen.runtime import EnvSession, Environment
+    from gustforge.sandbox import SandboxPool
+
+__all__ = [
+    "ReplayResult",
+    "SolvabilityResult",
+    "AttemptScore",
+    "TeacherResult",
+    "VerifyOutcome",
+    "replay_trace",
+    "check_solvable",
+    "dict_subset",
+    "score_attempt",
+    "run_teacher",
+    "diversity_order",
+    "verify_tasks",
+]
+
+logger = logging.getLogger(__name__)
+
+STAGE = "verify"
+
+
+class ReplayResult(StrictModel):
+    ok: bool
+    stages_run: int
+    mismatches: tuple[str, ...] = ()
+
+
+class SolvabilityResult(StrictModel):
+    ok: bool
+    missing: tuple[str, ...] = Field(default=(), description="'stage/tool.arg=value' entries not found.")
+
+
+class AttemptScore(StrictModel):
+    """One teacher attempt scored against the golden trace."""
+
+    turn_rewards: tuple[float, ...] = Field(description="r_t = 1 when every golden call of stage t ⊆dict turn t.")
+    matched_calls: int
+    total_calls: int
+    db_match: bool = Field(description="Final DB hash equals the golden final hash.")
+    trace_score: float = Field(description="(matched_calls + db_match) / (total_calls + 1); 1 only when all hold.")
+    error: str | None = Field(default=None, description="Environment fault that ended the attempt, if any.")
+
+
+class TeacherResult(StrictModel):
+    status: str = Field(description="not_run | passed | failed | teacher_error")
+    pass_at_k: float | None = None
+    attempts: tuple[AttemptScore, ...] = ()
+    error: str | None = None
+
+
+class VerifyOutcome(StrictModel):
+    """Kept records (verification fields filled), quarantined ones, and the balanced stage report."""
+
+    kept: tuple[TaskRecord, ...]
+    dropped: tuple[QuarantineRecord, ...]
+    report: StageReport
+
+
+# ------------------------------------------------------------------------------------------------ replay
+
+
+class _ReplayState(TypedDict):
+    stage: int
+    mismatches: Annotated[list[str], operator.add]
+
+
+def _outputs_equal(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    return canonical_json(a) == canonical_json(b)
+
+
+def _replay_graph(trace: GoldenTrace, session: EnvSession) -> Any:
+    """start → stage (loops over the stages) → finish; any mismatch ends the run."""
+
+    def start(state: _ReplayState) -> dict[str, Any]:
+        found = session.db_hash()
+        bad = [] if found == trace.initial_db_hash else [f"initial db hash {found[:12]} != {trace.initial_db_hash[:12]}"]
+        return {"mismatches": bad}
+
+    def run_stage(state: _ReplayState) -> dict[str, Any]:
+        index = state["stage"]
+        stage = trace.stages[index]
+        bad: list[str] = []
+        if (before := session.db_hash()) != stage.db_hash_before:
+            bad.append(f"stage {index}: db hash before {before[:12]} != {stage.db_hash_before[:12]}")
+        for call in stage.calls:
+            output = session.call(call.name, dict(call.arguments))
+            if not _outputs_equal(output, call.output):
+                bad.append(f"stage {index}: {call.name} output {canonical_json(output)[:160]} differs")
+        if (after := session.db_hash()) != stage.db_hash_after:
+            bad.append(f"stage {index}: db hash after {after[:12]} != {stage.db_hash_after[:12]}")
+        return {"stage": index + 1, "mismatches": bad}
+
+    def finish(state: _ReplayState) -> dict[str, Any]:
+        found = session.db_hash()
+        return {"mismatches": [] if found == trace.final_db_hash else [f"final db hash {found[:12]} differs"]}
+
+    def route(state: _ReplayState) -> str:
+        if state["mismatches"]:
+            return END
+        return "stage" if state["stage"] < len(trace.stages) else "finish"
+
+    graph = StateGraph(_ReplayState)
+    graph.add_node("start", start)
+    graph.add_node("stage", run_stage)
+    graph.add_node("finish", finish)
+    graph.add_edge(START, "start")
+    graph.add_conditional_edges("start", route, ["stage", "finish", END])
+    graph.add_conditional_edges("stage", route, ["stage", "finish", END])
+    graph.add_edge("finish", END)
+    return graph.compile()
+
+
+def replay_trace(
+    trace: GoldenTrace, env: Environment, *, session_seed: int = 0, pool: SandboxPool | None = None
+) -> ReplayResult:
+    """Re-execute a golden trace on a fresh session of `env`; ok when every output and DB hash matches.
+
+    Args:
+        trace: The golden trace.
+        env: Its environment.
+        session_seed: Seed of the sandbox's random/uuid4 (must equal the one the trace was built with).
+        pool: Warm sandbox workers to borrow from; default a new worker.
+
+    Raises:
+        SandboxError: The environment faulted (timeout, memory, violation) during the replay.
+    """
+    with env.session(pool=pool, seed=session_seed) as session:
+        graph = _replay_graph(trace, session)
+        state = graph.invoke({"stage": 0, "mismatches": []}, {"recursion_limit": len(trace.stages) + 8})
+    mismatches = tuple(state["mismatches"])
+    return ReplayResult(ok=not mismatches, stages_run=state["stage"], mismatches=mismatches)
+
+
+# ------------------------------------------------------------------------------------------- solvability
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text.casefold()).strip()
+
+
+def _spellings(leaf: Any) -> list[str]:
+    """Normalized ways a checkable leaf may be written; [] for leaves that cannot be string-matched."""
+    if leaf is None or isinstance(leaf, bool):
+        return []
+    if isinstance(leaf, float) and math.isfinite(leaf) and leaf.is_integer():
+        return [_norm(repr(leaf)), str(int(leaf))]
+    return [s] if (s := _norm(str(leaf))) else []
+
+
+def _in_text(spelling: str, text: str) -> bool:
+    """Substring match that does not split words: "u1" is not found in "u12"."""
+    left = r"(?<!\w)" if spelling[:1].isalnum() or spelling[:1] == "_" else ""
+    right = r"(?!\w)" if spelling[-1:].isalnum() or spelling[-1:] == "_" else ""
+    return re.search(left + re.escape(spelling) + right, text) is not None
+
+
+def check_solvable(trace: GoldenTrace, text: TaskText) -> SolvabilityResult:
+    """Every stated argument value must appear in the query/dialogue or in an output of an earlier stage.
+
+    Strings and numbers are checked (normalized: case-folded, whitespace collapsed, whole-word); booleans and
+    nulls cannot be string-matched and are not checked. Values inside lists and objects are checked leaf by leaf.
+    """
+    corpus = _norm(" ".join([text.user_query, *(turn.get("content", "") for turn in text.dialogue_history)]))
+    earlier: set[str] = set()
+    missing: list[str] = []
+    for index, stage in enumerate(trace.stages):
+        for call in stage.calls:
+            for arg, value in sorted(stated_arguments(call).items()):
+                for leaf in _leaves(value):
+                    spellings = _spellings(leaf)
+                    if spellings and not any(s in earlier or _in_text(s, corpus) for s in spellings):
+                        missing.append(f"{index}/{call.name}.{arg}={leaf!r}")
+        earlier.update(s for call in stage.calls for leaf in _leaves(call.output) for s in _spellings(leaf))
+    return SolvabilityResult(ok=not missing, missing=tuple(missing))
+
+
+# -------------------------------------------------------------------------------------------- scoring
+
+
+def dict_subset(sub: Any, sup: Any) -> bool:
+    """`sub ⊆dict sup`: every key of `sub` is in `sup` with a matching value (recursively); leaves are equal.
+
+    Example:
+        >>> dict_subset({"a": 1, "b": {"c": 2}}, {"a": 1.0, "b": {"c": 2, "d": 3}, "e": 0})
+        True
+        >>> dict_subset({"a": True}, {"a": 1})
+        False
+    """
+    if isinstance(sub, Mapping):
+        return isinstance(sup, Mapping) and all(k in sup and dict_subset(v, sup[k]) for k, v in sub.items())
+    if isinstance(sub, list | tuple):
+        return isinstance(sup, list | tuple) and len(sub) == len(sup) and all(map(dict_subset, sub, sup))
+    if isinstance(sub, bool) or isinstance(sup, bool):
+        return type(sub) is type(sup) and sub == sup
+    return bool(sub == sup)
+
+
+def _max_matching(golden: Sequence[ToolCall], agent: Sequence[ToolCall]) -> int:
+    """Most golden calls matched to distinct agent calls (Kuhn's augmenting paths; stages are small)."""
+    edges = [
+        [j for j, a in enumerate(agent) if a.name == g.name and dict_subset(g.arguments, a.arguments)]
+        for g in golden
+    ]
+    owner: dict[int, int] = {}
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in edges[i]:
+            if j not in seen:
+                seen.add(j)
+                if j not in owner or augment(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    return sum(augment(i, set()) for i in range(len(golden)))
+
+
+def score_attempt(
+    trace: GoldenTrace, agent_turns: Sequence[Sequence[ToolCall]], final_db_hash: str, *, error: str | None = None
+) -> AttemptScore:
+    """Score an attempt: turn t of the agent (its t-th tool-calling message) against golden stage t.
+
+    Args:
+        trace: The golden trace.
+        agent_turns: The agent's tool calls, one list per assistant message that called tools.
+        final_db_hash: DB hash after the attempt.
+        error: Environment fault that ended the attempt, if any.
+    """
+    rewards: list[float] = []
+    matched = total = 0
+    for index, stage in enumerate(trace.stages):
+        golden = [ToolCall(name=c.name, arguments=c.arguments) for c in stage.calls]
+        turn = agent_turns[index] if index < len(agent_turns) else []
+        hits = _max_matching(golden, turn)
+        rewards.append(1.0 if hits == len(golden) else 0.0)
+        matched += hits
+        total += len(golden)
+    db_match = error is None and final_db_hash == trace.final_db_hash
+    return AttemptScore(
+        turn_rewards=tuple(rewards),
+        matched_calls=matched,
+        total_calls=total,
+        db_match=db_match,
+        trace_score=(matched + int(db_match)) / (total + 1),
+        error=error,
+    )
+
+
+# ----------------------------------------------------------------------------------------- teacher agent
+
+
+class _SessionOpts(NamedTuple):
+    seed: int
+    pool: SandboxPool | None
+
+
+class _AgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    turns: int
+
+
+def _env_tools(env: Environment, session: EnvSession) -> list[StructuredTool]:
+    """The env's tools with their exact JSON schemas; calls go through the session (which validates args)."""
+    lock = threading.Lock()
+
+    def make(name: str) -> StructuredTool:
+        def call(**kwargs: Any) -> str:
+            with lock:
+                return json.dumps(session.call(name, kwargs), ensure_ascii=False, sort_keys=True)
+
+        return call
+
+    return [
+        StructuredTool.from_function(
+            func=make(s.name), name=s.name, description=s.description, args_schema=dict(s.parameters)
+        )
+        for s in env.schemas
+    ]
+
+
+def _invoke_with_retries(model: Any, messages: list[AnyMessage], cfg: TeacherConfig, rng: random.Random) -> Any:
+    """One model call; transient endpoint errors are retried with jittered exponential backoff."""
+    attempt = 0
+    while True:
+        try:
+            return model.invoke(messages)
+        except openai.APIError as exc:
+            if not is_transient(exc) or attempt >= cfg.max_retries:
+                raise LLMError(f"teacher endpoint failed after {attempt} retries: {type(exc).__name__}: {exc}") from exc
+            delay = min(cfg.backoff_max_s, cfg.backoff_base_s * 2**attempt) * (0.5 + rng.random() / 2)
+            attempt += 1
+            logger.info("teacher endpoint %s; retry %d/%d in %.2fs", type(exc).__name__, attempt, cfg.max_retries,
+                        delay)
+            time.sleep(delay)
+
+
+def _agent_graph(model: Any, tools: list[StructuredTool], cfg: TeacherConfig, rng: random.Random) -> Any:
+    """StateGraph: agent ⇄ tools (ToolNode), ending on a reply without tool calls or after max_turns."""
+
+    def agent(state: _AgentState) -> dict[str, Any]:
+        return {"messages": [_invoke_with_retries(model, state["messages"], cfg, rng)], "turns": state["turns"] + 1}
+
+    def route(state: _AgentState) -> str:
+        last = state["messages"][-1]
+        wants_tools = isinstance(last, AIMessage) and bool(last.tool_calls)
+        return "tools" if wants_tools and state["turns"] < cfg.max_turns else END
+
+    graph = StateGraph(_AgentState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(tools, handle_tool_errors=(ToolError,)))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", route, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile()
+
+
+def _task_messages(text: TaskText, cfg: TeacherConfig) -> list[BaseMessage]:
+    history: list[BaseMessage] = [
+        HumanMessage(t["content"]) if t.get("role") == "user" else AIMessage(t.get("content", ""))
+        for t in text.dialogue_history
+    ]
+    return [SystemMessage(cfg.system_prompt), *history, HumanMessage(text.user_query)]
+
+
+def _agent_turns(messages: Sequence[BaseMessage], skip: int) -> list[list[ToolCall]]:
+    return [
+        [ToolCall(name=c["name"], arguments=dict(c.get("args") or {})) for c in m.tool_calls]
+        for m in messages[skip:]
+        if isinstance(m, AIMessage) and m.tool_calls
+    ]
+
+
+def _chat_model(cfg: TeacherConfig, attempt: int) -> BaseChatModel:
+    api_key = os.environ.get(cfg.api_key_env) or "EMPTY"  # local servers need none; never logged
+    model = cfg.model or _first_model(cfg, api_key)
+    return ChatOpenAI(
+        model=model, base_url=cfg.base_url, api_key=api_key, max_retries=0, timeout=cfg.timeout_s,
+        temperature=cfg.temperature, seed=cfg.seed + attempt,
+    )
+
+
+def _first_model(cfg: TeacherConfig, api_key: str) -> str:
+    try:
+        models = openai.OpenAI(base_url=cfg.base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=2).models
+        return models.list().data[0].id
+    except (openai.APIError, IndexError) as exc:
+        raise LLMError(f"teacher endpoint lists no model: {exc}") from exc
+
+
+def _run_attempt(
+    record: TaskRecord, env: Environment, cfg: TeacherConfig, attempt: int, opts: _SessionOpts
+) -> AttemptScore:
+    rng = random.Random(f"{cfg.seed}:{record.task_id}:{attempt}")
+    messages = _task_messages(record.text, cfg)
+    with env.session(pool=opts.pool, seed=opts.seed) as session:
+        tools = _env_tools(env, session)
+        graph = _agent_graph(_chat_model(cfg, attempt).bind_tools(tools), tools, cfg, rng)
+        try:
+            state = graph.invoke(
+                {"messages": messages, "turns": 0},
+                {"recursion_limit": 2 * cfg.max_turns + 4, "max_concurrency": 1},
+            )
+        except SandboxError as exc:
+            logger.info("teacher attempt %d on %s hit an env fault: %s", attempt, record.task_id, exc)
+            return score_attempt(record.trace, [], "", error=f"{type(exc).__name__}: {exc}")
+        return score_attempt(record.trace, _agent_turns(state["messages"], len(messages)), session.db_hash())
+
+
+def run_teacher(
+    record: TaskRecord,
+    env: Environment,
+    cfg: TeacherConfig,
+    *,
+    session_seed: int = 0,
+    pool: SandboxPool | None = None,
+) -> TeacherResult:
+    """Let the teacher agent try the task `cfg.k` times, each on a fresh session.
+
+    Args:
+        record: The task (text shown to the agent; trace used for scoring).
+        env: Its environment.
+        cfg: Teacher endpoint and agent settings.
+        session_seed: Seed of the sandbox's random/uuid4 in each session.
+        pool: Warm sandbox workers to borrow from; default a new worker per attempt.
+
+    Returns:
+        status "not_run" (no endpoint), "passed" (some attempt scored 1), "failed", or "teacher_error"
+        (endpoint errors persisted through the retries; `error` says which).
+    """
+    if not cfg.enabled:
+        return TeacherResult(status="not_run")
+    scores: list[AttemptScore] = []
+    try:
+        for attempt in range(cfg.k):
+            scores.append(_run_attempt(record, env, cfg, attempt, _SessionOpts(session_seed, pool)))
+    except LLMError as exc:
+        logger.warning("teacher error on %s: %s", record.task_id, exc)
+        return TeacherResult(status="teacher_error", attempts=tuple(scores), error=str(exc))
+    solved = sum(s.trace_score == 1.0 for s in scores)
+    return TeacherResult(
+        status="passed" if solved else "failed", pass_at_k=solved / len(scores), attempts=tuple(scores)
+    )
+
+
+# ------------------------------------------------------------------------------------------ orchestration
+
+
+def _toolset(record: TaskRecord) -> frozenset[str]:
+    return frozenset(call.name for stage in record.trace.stages for call in stage.calls)
+
+
+def diversity_order(records: Sequence[TaskRecord]) -> list[TaskRecord]:
+    """Order one environment's tasks so a prefix is diverse: unseen tool sets first, then most new tools.
+
+    Ties break on task_id, so the order is deterministic.
+    """
+    remaining = sorted(records, key=lambda r: r.task_id)
+    seen: set[frozenset[str]] = set()
+    covered: set[str] = set()
+    order: list[TaskRecord] = []
+    while remaining:
+        best = max(remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), -remaining.index(r)))
+        remaining.remove(best)
+        order.append(best)
+        seen.add(_toolset(best))
+        covered |= _toolset(best)
+    return order
+
+
+def _drop(record: TaskRecord, reason: str, detail: str = "") -> QuarantineRecord:
+    return QuarantineRecord(item_id=record.task_id, stage=STAGE, reason=reason, detail=detail[:2000])
+
+
+def _cheap_checks(
+    record: TaskRecord, envs: Mapping[str, Environment], cfg: VerifyConfig, pool: SandboxPool | None
+) -> TaskRecord | QuarantineRecord:
+    """Replay and solvability; returns the updated record or its quarantine entry."""
+    env = envs.get(record.env_id)
+    if env is None:
+        return _drop(record, "env_missing", record.env_id)
+    try:
+        replay = replay_trace(record.trace, env, session_seed=cfg.session_seed, pool=pool)
+    except SandboxError as exc:
+        return _drop(record, "replay_error", f"{type(exc).__name__}: {exc}")
+    if not replay.ok:
+        return _drop(record, "replay_mismatch", "; ".join(replay.mismatches))
+    solvable = check_solvable(record.trace, record.text)
+    if cfg.require_solvable and not solvable.ok:
+        return _drop(record, "unsolvable", "missing " + ", ".join(solvable.missing))
+    return record.model_copy(update={"replay_ok": True, "solvable": solvable.ok})
+
+
+def _apply_teacher(record: TaskRecord, result: TeacherResult) -> TaskRecord | QuarantineRecord:
+    if result.status == "teacher_error":
+        return _drop(record, "teacher_error", result.error or "")
+    if result.status == "failed":
+        detail = "trace scores " + ", ".join(f"{s.trace_score:.2f}" for s in result.attempts)
+        return _drop(record, "teacher_failed", detail)
+    return record.model_copy(update={"teacher_status": result.status, "pass_at_k": result.pass_at_k})
+
+
+def _select_env(
+    candidates: Sequence[TaskRecord],
+    env: Environment,
+    cfg: VerifyConfig,
+    *,
+    threads: ThreadPoolExecutor,
+    pool: SandboxPool | None,
+) -> tuple[list[TaskRecord], list[QuarantineRecord]]:
+    """Walk the diversity order in waves, running the teacher only on as many tasks as the cap still needs."""
+    queue = diversity_order(candidates)
+    kept: list[TaskRecord] = []
+    dropped: list[QuarantineRecord] = []
+    while queue and len(kept) < cfg.max_tasks_per_env:
+        wave, queue = queue[: cfg.max_tasks_per_env - len(kept)], queue[cfg.max_tasks_per_env - len(kept) :]
+        results = list(
+            threads.map(lambda r: run_teacher(r, env, cfg.teacher, session_seed=cfg.session_seed, pool=pool), wave)
+        )
+        for record, result in zip(wave, results, strict=True):
+            outcome = _apply_teacher(record, result)
+            if isinstance(outcome, TaskRecord):
+                kept.append(outcome)
+            else:
+                dropped.append(outcome)
+    dropped += [_drop(r, "env_cap", f"over {cfg.max_tasks_per_env} tasks for {r.env_id}") for r in queue]
+    return kept, dropped
+
+
+def verify_tasks(
+    records: Sequence[TaskRecord],
+    envs: Mapping[str, Environment],
+    cfg: VerifyConfig | None = None,
+    *,
+    pool: SandboxPool | None = None,
+) -> VerifyOutcome:
+    """Verify task records: replay, solvability, teacher Pass@k (or not run), per-environment cap.
+
+    Args:
+        records: Unverified task records (from `tdg.taskgen.make_task_record`).
+        envs: env_id -> loaded `Environment`.
+        cfg: Verification config; default `VerifyConfig()` (teacher not run, cap 10).
+        pool: Warm sandbox workers shared by every session; default a new worker per session.
+
+    Returns:
+        Kept records with `replay_ok`, `solvable`, `teacher_status`, `pass_at_k` set, the quarantined ones
+        (reasons: duplicate, env_missing, replay_error, replay_mismatch, unsolvable, teacher_error,
+        teacher_failed, env_cap) and a balanced `StageReport`.
+    """
+    cfg = cfg or VerifyConfig()
+    dropped: list[QuarantineRecord] = []
+    by_env: dict[str, list[TaskRecord]] = defaultdict(list)
+    seen: set[str] = set()
+    for record in sorted(records, key=lambda r: (r.env_id, r.task_id)):
+        if record.task_id in seen:
+            dropped.append(_drop(record, "duplicate"))
+            continue
+        seen.add(record.task_id)
+        checked = _cheap_checks(record, envs, cfg, pool)
+        if isinstance(checked, QuarantineRecord):
+            dropped.append(checked)
+        else:
+            by_env[record.env_id].append(checked)
+    kept: list[TaskRecord] = []
+    with ThreadPoolExecutor(max_workers=cfg.teacher.max_concurrency, thread_name_prefix="teacher") as threads:
+        for env_id in sorted(by_env):
+            env_kept, env_dropped = _select_env(by_env[env_id], envs[env_id], cfg, threads=threads, pool=pool)
+            kept += env_kept
+            dropped += env_dropped
+    counts = Counter(q.reason for q in dropped)
+    report = StageReport(stage=STAGE, inputs=len(records), produced=len(kept), dropped=dict(sorted(counts.items())))
+    logger.info("verify: %d in, %d kept, dropped %s", len(records), len(kept), dict(counts))
+    return VerifyOutcome(
+        kept=tuple(sorted(kept, key=lambda r: (r.env_id, r.task_id))), dropped=tuple(dropped), report=report
+    )

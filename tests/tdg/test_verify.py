@@ -1,0 +1,227 @@
+"""Verification: LangGraph replay, solvability, turn-level scoring, teacher Pass@k against a real HTTP endpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from data.models import TaskText, ToolCall
+from gustforge.llm import LLMClient, LLMSettings
+from tdg.taskgen import make_task_record, write_task
+from tdg.verify import (
+    check_solvable,
+    dict_subset,
+    diversity_order,
+    replay_trace,
+    run_teacher,
+    score_attempt,
+    verify_tasks,
+)
+from tdg.verify_config import TeacherConfig, VerifyConfig
+from tests.fakes.openai_server import FakeHTTPError, FakeOpenAIServer
+from tests.tdg._bank_env import CREDIT_PLAN, PARALLEL_PLAN, bank_env, build_trace
+
+GOOD_CREDIT = [  # the golden trace of CREDIT_PLAN, one assistant turn per stage
+    {"tool_calls": [{"name": "find_user", "arguments": {"name": "Ann Lee"}}]},
+    {"tool_calls": [{"name": "get_user", "arguments": {"user_id": "u1"}}]},
+    {"tool_calls": [{"name": "add_balance", "arguments": {"account_id": "acc-7", "amount": 5}}]},
+    {"content": "Done: Ann's account now holds 15."},
+]
+WRONG_PARALLEL = [  # right reads in one turn, wrong amount in the credit
+    {"tool_calls": [{"name": "get_user", "arguments": {"user_id": "u2"}},
+                    {"name": "get_balance", "arguments": {"account_id": "acc-9"}}]},
+    {"tool_calls": [{"name": "add_balance", "arguments": {"account_id": "acc-9", "amount": 3}}]},
+    {"content": "Done."},
+]
+
+
+@pytest.fixture(scope="module")
+def env():
+    return bank_env()
+
+
+@pytest.fixture(scope="module")
+def records(env):
+    client = LLMClient(LLMSettings())
+    out = []
+    for trace_id, plan in (("credit", CREDIT_PLAN), ("parallel", PARALLEL_PLAN)):
+        trace = build_trace(env, plan, trace_id=trace_id)
+        text = write_task(trace, env, incoming_edges=trace.edges_used, client=client, seed=0)
+        out.append(make_task_record(trace, text, env, seed=0))
+    return out
+
+
+def _teacher(server: FakeOpenAIServer, **kw) -> TeacherConfig:
+    return TeacherConfig(base_url=server.base_url, model="fake-model", backoff_base_s=0.0, **{"k": 3, **kw})
+
+
+def _responder_by_task(scripts: dict[str, list[dict]]):
+    """Pick the script by a word of the last user message, the turn by the assistant messages so far."""
+
+    def respond(request: dict) -> dict:
+        query = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+        script = next(s for key, s in scripts.items() if key in query)
+        turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1  # minus the dialogue's own turn
+        return script[turn]
+
+    return respond
+
+
+class TestReplay:
+    def test_good_trace_replays(self, env, records):
+        for record in records:
+            result = replay_trace(record.trace, env)
+            assert result.ok and result.stages_run == len(record.trace.stages)
+
+    def test_tampered_output_is_caught(self, env, records):
+        trace = records[0].trace
+        last = trace.stages[-1]
+        call = last.calls[0].model_copy(update={"arguments": {"account_id": "acc-7", "amount": 6}})
+        tampered = trace.model_copy(update={"stages": (*trace.stages[:-1], last.model_copy(update={"calls": (call,)}))})
+        result = replay_trace(tampered, env)
+        assert not result.ok and result.stages_run == 3
+        assert any("add_balance output" in m for m in result.mismatches)
+        assert any("db hash after" in m for m in result.mismatches)
+
+    def test_tampered_initial_hash_stops_before_any_stage(self, env, records):
+        tampered = records[0].trace.model_copy(update={"initial_db_hash": "0" * 64})
+        result = replay_trace(tampered, env)
+        assert not result.ok and result.stages_run == 0 and "initial db hash" in result.mismatches[0]
+
+
+class TestSolvability:
+    def test_missing_value_is_reported(self, records):
+        record = records[0]
+        text = TaskText(user_query="Please credit my account with 5.")
+        result = check_solvable(record.trace, text)
+        assert not result.ok and result.missing == ("0/find_user.name='Ann Lee'",)
+
+    def test_dialogue_counts_and_matching_is_normalized(self, records):
+        text = TaskText(user_query="Credit 5 please.", dialogue_history=({"role": "user", "content": "I am ANN  lee"},))
+        assert check_solvable(records[0].trace, text).ok
+
+    def test_whole_word_match_only(self, records):
+        assert not check_solvable(records[0].trace, TaskText(user_query="Ann Leeds wants 50")).ok
+
+    def test_value_from_an_earlier_output_counts(self, env):
+        # account_id acc-7 is stated (not a dependency) but appears in get_user's output, one stage earlier
+        plan = [[("get_user", {"user_id": "u1"}, {}, ("user_id",))],
+                [("get_balance", {"account_id": "acc-7"}, {}, ("account_id",))]]
+        trace = build_trace(env, plan, trace_id="earlier")
+        assert check_solvable(trace, TaskText(user_query="What is the balance of user u1?")).ok
+        assert not check_solvable(trace, TaskText(user_query="What is the balance of user u2?")).ok
+
+
+class TestScoring:
+    def test_dict_subset(self):
+        assert dict_subset({"a": 1}, {"a": 1, "b": 2})
+        assert not dict_subset({"a": 1, "b": 2}, {"a": 1})
+        assert dict_subset({"x": {"y": [1, 2]}}, {"x": {"y": [1, 2], "z": 0}})
+        assert not dict_subset({"x": [1, 2]}, {"x": [1, 2, 3]})
+        assert not dict_subset({"flag": False}, {"flag": 0})
+
+    def test_turn_rewards_and_trace_score(self, records):
+        trace = records[1].trace  # stage 0: two parallel reads; stage 1: credit
+        reads = [ToolCall(name="get_balance", arguments={"account_id": "acc-9"}),
+                 ToolCall(name="get_user", arguments={"user_id": "u2", "verbose": True})]
+        credit = [ToolCall(name="add_balance", arguments={"account_id": "acc-9", "amount": 2})]
+        perfect = score_attempt(trace, [reads, credit], trace.final_db_hash)
+        assert perfect.turn_rewards == (1.0, 1.0) and perfect.trace_score == 1.0
+        late = score_attempt(trace, [reads[:1], reads[1:], credit], trace.final_db_hash)
+        assert late.turn_rewards == (0.0, 0.0) and late.matched_calls == 1 and late.trace_score == 2 / 4
+        wrong_db = score_attempt(trace, [reads, credit], "f" * 64)
+        assert wrong_db.trace_score == 3 / 4 and not wrong_db.db_match
+
+
+class TestTeacher:
+    def test_one_task_passes_one_fails(self, env, records):
+        scripts = {"Ann": GOOD_CREDIT, "u2": WRONG_PARALLEL}
+        with FakeOpenAIServer(_responder_by_task(scripts)) as server:
+            outcome = verify_tasks(records, {"bank": env}, VerifyConfig(teacher=_teacher(server)))
+            requests = list(server.requests)
+        assert [r.trace.trace_id for r in outcome.kept] == ["credit"]
+        kept = outcome.kept[0]
+        assert kept.teacher_status == "passed" and kept.pass_at_k == 1.0 and kept.replay_ok and kept.solvable
+        assert [(q.item_id, q.reason) for q in outcome.dropped] == [(records[1].task_id, "teacher_failed")]
+        assert outcome.report.balanced and outcome.report.dropped == {"teacher_failed": 1}
+        # 3 attempts x 4 requests (credit) + 3 x 3 (parallel); every request offered the env's exact schemas
+        assert len(requests) == 3 * 4 + 3 * 3
+        offered = {t["function"]["name"]: t["function"]["parameters"] for t in requests[0]["tools"]}
+        assert offered == {s.name: s.parameters for s in env.schemas}
+
+    def test_pass_at_k_is_the_fraction_of_perfect_attempts(self, env, records):
+        wrong = [*GOOD_CREDIT[:2], {"tool_calls": [{"name": "add_balance",
+                                                    "arguments": {"account_id": "acc-7", "amount": 50}}]}, GOOD_CREDIT[3]]
+
+        def respond(request: dict) -> dict:
+            turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1
+            return (GOOD_CREDIT if request["seed"] % 4 == 0 else wrong)[turn]
+
+        with FakeOpenAIServer(respond) as server:
+            result = run_teacher(records[0], env, _teacher(server, k=4))
+        assert result.status == "passed" and result.pass_at_k == 0.25
+        assert [a.trace_score for a in result.attempts] == [1.0, 0.5, 0.5, 0.5]  # 2 of 3 calls, DB differs
+        assert result.attempts[1].turn_rewards == (1.0, 1.0, 0.0)
+
+    def test_not_run_without_endpoint(self, env, records):
+        outcome = verify_tasks(records, {"bank": env})
+        assert len(outcome.kept) == 2 and outcome.dropped == ()
+        assert all(r.teacher_status == "not_run" and r.pass_at_k is None for r in outcome.kept)
+        assert outcome.report.produced == 2 and outcome.report.balanced
+
+    def test_failing_endpoint_is_teacher_error(self, env, records):
+        with FakeOpenAIServer(fail_rate=1.0, fail_statuses=(503,)) as server:
+            cfg = VerifyConfig(teacher=_teacher(server, max_retries=2))
+            outcome = verify_tasks(records[:1], {"bank": env}, cfg)
+            assert len(server.requests) == 3  # first try + 2 retries, then the task is given up
+        assert outcome.kept == () and [q.reason for q in outcome.dropped] == ["teacher_error"]
+        assert "InternalServerError" in outcome.dropped[0].detail
+        assert outcome.report.dropped == {"teacher_error": 1}
+
+    def test_transient_error_is_retried_then_passes(self, env, records):
+        failed: list[int] = []
+
+        def respond(request: dict) -> dict:
+            if not failed:
+                failed.append(1)
+                raise FakeHTTPError(429, "slow down")
+            turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1
+            return GOOD_CREDIT[turn]
+
+        with FakeOpenAIServer(respond) as server:
+            result = run_teacher(records[0], env, _teacher(server, k=1))
+            assert server.statuses[0] == 429 and len(server.requests) == 5
+        assert result.status == "passed" and result.pass_at_k == 1.0
+
+
+class TestSelection:
+    def test_cap_prefers_distinct_tool_sets(self, env):
+        client = LLMClient(LLMSettings())
+        plans = {
+            "credit": CREDIT_PLAN,
+            "credit2": [CREDIT_PLAN[0], CREDIT_PLAN[1], [("add_balance", {"account_id": "acc-7", "amount": 2},
+                                                         {"account_id": "get_user.user.account_id"}, ("amount",))]],
+            "parallel": PARALLEL_PLAN,
+        }
+        records = []
+        for trace_id, plan in plans.items():
+            trace = build_trace(env, plan, trace_id=trace_id)
+            records.append(make_task_record(trace, write_task(trace, env, incoming_edges=(), client=client, seed=0),
+                                            env, seed=0))
+        order = [r.trace.trace_id for r in diversity_order(records)]
+        assert set(order[:2]) == {"parallel", order[0] if order[0] != "parallel" else order[1]}
+        assert order[2].startswith("credit") and {order[0], order[1]} & {"parallel"}
+        outcome = verify_tasks([*records, records[0]], {"bank": env, }, VerifyConfig(max_tasks_per_env=2))
+        assert len(outcome.kept) == 2
+        assert {r.trace.trace_id for r in outcome.kept} & {"parallel"}
+        assert sorted(q.reason for q in outcome.dropped) == ["duplicate", "env_cap"]
+        assert outcome.report.inputs == 4 and outcome.report.balanced
+
+    def test_missing_env_and_unsolvable_are_quarantined(self, env, records):
+        mute = records[1].model_copy(update={"task_id": "mute", "text": TaskText(user_query="do the thing")})
+        lost = records[0].model_copy(update={"task_id": "lost", "env_id": "gone"})
+        outcome = verify_tasks([mute, lost], {"bank": env})
+        assert sorted((q.item_id, q.reason) for q in outcome.dropped) == [("lost", "env_missing"), ("mute", "unsolvable")]
+        assert "u2" in next(q.detail for q in outcome.dropped if q.reason == "unsolvable")
+        assert outcome.report.balanced and outcome.report.produced == 0

@@ -1,0 +1,26 @@
+"""Fixtures for the Toucan tests: the shipped sample and the SLCA preview files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from toucan.config import PrepareConfig
+from toucan.prepare import Prepared, prepare
+from toucan.rows import iter_raw_rows
+
+
+@pytest.fixture(scope="session")
+def toucan_sample(samples_dir: Path) -> Path:
+    return samples_dir / "toucan" / "toucan_sample.jsonl"
+
+
+@pytest.fixture(scope="session")
+def prepared_sample(toucan_sample: Path) -> Prepared:
+    return prepare(iter_raw_rows(toucan_sample), PrepareConfig())
+
+
+@pytest.fixture(scope="session")
+def preview_dir(corpora_dir: Path) -> Path:
+    return corpora_dir / "toucan"

@@ -1,0 +1,244 @@
+"""Conversion to the verl RL parquet: GUST task records → `VerlRow`, Toucan-format (SLCA preview) rows → `VerlRow`.
+
+GUST rows: the system prompt lists the environment's tools in the SLCA v1 Hermes format; the gold calls are the
+golden trace's stages with their arguments (one step = one agent turn, so TARA applies); the env id, env folder and
+the golden final DB hash let the tool create a per-trajectory environment and the reward replay the agent's calls.
+Toucan rows: the prompt is kept as is; the gold is flat names only in the SLCA previews, so it becomes one step whose
+calls have empty arguments, `args_known=False` and `turn_level=False` (S_key = S_val = 1 by definition, no TARA).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from data.io import read_json
+from data.models import QuarantineRecord, TaskRecord, ToolSchema
+from data.verl_rows import read_verl_rows, write_verl_rows
+from trainer.rewards.parse import normalize_gold
+from trainer.rows import (
+    ChatMessage,
+    CreateKwargs,
+    ExtraInfo,
+    GroundTruth,
+    RewardModel,
+    ToolKwargs,
+    ToolsKwargs,
+    VerlRow,
+)
+
+__all__ = [
+    "hermes_system_prompt",
+    "load_env_schemas",
+    "gust_row",
+    "gust_to_verl",
+    "convert_gust_dir",
+    "toucan_row",
+    "toucan_to_verl",
+    "write_rows",
+    "read_rows",
+]
+
+logger = logging.getLogger(__name__)
+STAGE = "convert"
+
+_PROMPT_HEAD = (
+    "You have access to the following tools:\n\n\n\n# Tools\n\nYou may call one or more functions to assist with "
+    "the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+)
+_PROMPT_TAIL = (
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n'
+    "</tool_call>\n\nUse them when appropriate to help answer the user's questions."
+)
+
+
+def hermes_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The SLCA v1 Hermes system prompt (byte-identical to the released RL previews).
+
+    Args:
+        tools: OpenAI tool dicts `{"type": "function", "function": {...}}`, in catalogue order.
+
+    Returns:
+        The system message text: one JSON tool per line inside `<tools>`, then the `<tool_call>` instructions.
+    """
+    return _PROMPT_HEAD + "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools) + _PROMPT_TAIL
+
+
+def load_env_schemas(env_dir: Path) -> list[ToolSchema]:
+    """The refactored tool schemas of an environment folder (`schemas.json`)."""
+    return [ToolSchema.model_validate(item) for item in read_json(Path(env_dir) / "schemas.json")]
+
+
+def _history(record: TaskRecord) -> list[ChatMessage]:
+    return [ChatMessage(role=m["role"], content=m["content"]) for m in record.text.dialogue_history]  # type: ignore[arg-type]
+
+
+def gust_row(
+    record: TaskRecord, schemas: Sequence[ToolSchema], *, env_dir: str, index: int, split: str = "train"
+) -> VerlRow:
+    """One GUST task as a verl row.
+
+    Args:
+        record: The task with its golden trace.
+        schemas: The environment's tool schemas (the catalogue the agent sees).
+        env_dir: The env folder as the trainer will see it (absolute, or relative to the tool's env_root).
+        index: Row index (verl's `extra_info.index`).
+        split: "train" or "val".
+
+    Returns:
+        The validated row.
+    """
+    tools = [schema.openai_tool() for schema in schemas]
+    tool_json = json.dumps(tools, ensure_ascii=False)
+    steps = [[{"name": c.name, "arguments": c.arguments} for c in stage.calls] for stage in record.trace.stages]
+    steps = [step for step in steps if step]
+    truth = GroundTruth(
+        allowed_tools=tuple(t["function"]["name"] for t in tools),
+        gold_tool_calls=json.dumps(steps, ensure_ascii=False),
+        args_known=True,
+        turn_level=True,
+        tool_schemas=tool_json,
+        question_content=record.text.user_query,
+        subset_name="tool_call" if steps else "irrelevant",
+        env_id=record.env_id,
+        env_dir=env_dir,
+        expected_final_db_hash=record.trace.final_db_hash,
+        initial_db_hash=record.trace.initial_db_hash,
+    )
+    prompt = [ChatMessage(role="system", content=hermes_system_prompt(tools)), *_history(record)]
+    prompt.append(ChatMessage(role="user", content=record.text.user_query))
+    create = CreateKwargs(env_id=record.env_id, env_dir=env_dir, tool_schemas=tool_json)
+    return VerlRow(
+        prompt=tuple(prompt),
+        data_source="gust",
+        reward_model=RewardModel(ground_truth=truth),
+        extra_info=ExtraInfo(
+            index=index, split=split, task_id=record.task_id, tools_kwargs=ToolsKwargs(sgls=ToolKwargs(create_kwargs=create))
+        ),
+    )
+
+
+def gust_to_verl(
+    records: Iterable[TaskRecord], envs_dir: Path, *, env_dir_prefix: str | None = None, split: str = "train"
+) -> tuple[list[VerlRow], list[QuarantineRecord]]:
+    """Convert GUST records; every record ends as a row or a quarantine record.
+
+    Args:
+        records: GUST tasks.
+        envs_dir: Folder holding `<env_id>/schemas.json` for every environment.
+        env_dir_prefix: How rows name the envs folder (default: `envs_dir` itself); use a relative prefix for
+            portable parquet files and set the tool's `env_root` accordingly.
+        split: "train" or "val".
+
+    Returns:
+        (rows, quarantined) with len(rows) + len(quarantined) == number of records.
+    """
+    prefix = str(envs_dir) if env_dir_prefix is None else env_dir_prefix
+    rows: list[VerlRow] = []
+    quarantined: list[QuarantineRecord] = []
+    schema_cache: dict[str, list[ToolSchema]] = {}
+    for record in records:
+        env_path = Path(envs_dir) / record.env_id
+        if record.env_id not in schema_cache:
+            if not (env_path / "schemas.json").is_file():
+                quarantined.append(QuarantineRecord(item_id=record.task_id, stage=STAGE, reason="env_missing",
+                                                    detail=str(env_path)))
+                continue
+            schema_cache[record.env_id] = load_env_schemas(env_path)
+        try:
+            row = gust_row(record, schema_cache[record.env_id], env_dir=f"{prefix}/{record.env_id}",
+                           index=len(rows), split=split)
+        except ValidationError as exc:
+            quarantined.append(QuarantineRecord(item_id=record.task_id, stage=STAGE, reason="invalid_row",
+                                                detail=str(exc)[:500]))
+            continue
+        rows.append(row)
+    return rows, quarantined
+
+
+def convert_gust_dir(
+    gust_dir: Path, envs_dir: Path, out_path: Path, *, env_dir_prefix: str | None = None, split: str = "train"
+) -> tuple[Path, list[QuarantineRecord]]:
+    """Read a GUST parquet folder (`data.gust.read_gust`), convert it and write the verl parquet."""
+    from data.gust import read_gust
+
+    rows, quarantined = gust_to_verl(read_gust(Path(gust_dir)), envs_dir, env_dir_prefix=env_dir_prefix, split=split)
+    return write_rows(out_path, rows), quarantined
+
+
+def _plain(value: Any) -> Any:
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def toucan_row(row: Mapping[str, Any], index: int, split: str = "train") -> VerlRow:
+    """One Toucan-format RL row (SLCA preview layout) as a verl row.
+
+    Gold calls given as names become `{"name", "arguments": {}}` with `args_known=False`; gold given as nested
+    calls with arguments (the SLCA v2 converter) is kept with `args_known=True`. Steps are not agent turns here.
+
+    Args:
+        row: `{prompt, data_source, reward_model: {ground_truth: {...}}, extra_info, tools?}`.
+        index: Row index.
+        split: "train" or "val".
+
+    Returns:
+        The validated row.
+    """
+    gt = row["reward_model"]["ground_truth"]
+    steps = normalize_gold(gt.get("gold_tool_calls"))
+    gold = [[{"name": c.name, "arguments": c.arguments} for c in step] for step in steps]
+    tool_json = gt["tool_schemas"] if isinstance(gt["tool_schemas"], str) else json.dumps(gt["tool_schemas"])
+    truth = GroundTruth(
+        allowed_tools=tuple(_plain(gt["allowed_tools"])),
+        gold_tool_calls=json.dumps(gold, ensure_ascii=False),
+        args_known=any(c["arguments"] for step in gold for c in step),
+        turn_level=False,
+        tool_schemas=tool_json,
+        question_content=str(gt.get("question_content") or ""),
+        subset_name="tool_call" if gold else "irrelevant",
+    )
+    extra = row.get("extra_info") or {}
+    return VerlRow(
+        prompt=tuple(ChatMessage(role=m["role"], content=m["content"]) for m in _plain(row["prompt"])),
+        data_source="toucan_toolcall",
+        reward_model=RewardModel(ground_truth=truth),
+        extra_info=ExtraInfo(
+            index=index,
+            split=split,
+            task_id=str(extra.get("task_id", f"toucan-{index}")),
+            original_turn_index=int(extra.get("original_turn_index", 0)),
+            tools_kwargs=ToolsKwargs(sgls=ToolKwargs(create_kwargs=CreateKwargs(tool_schemas=tool_json))),
+        ),
+    )
+
+
+def toucan_to_verl(
+    rows: Iterable[Mapping[str, Any]], split: str = "train"
+) -> tuple[list[VerlRow], list[QuarantineRecord]]:
+    """Convert Toucan-format rows; invalid ones are quarantined with the validation message."""
+    out: list[VerlRow] = []
+    quarantined: list[QuarantineRecord] = []
+    for position, row in enumerate(rows):
+        try:
+            out.append(toucan_row(row, index=len(out), split=split))
+        except (ValidationError, KeyError, TypeError, ValueError) as exc:
+            quarantined.append(QuarantineRecord(item_id=f"toucan-{position}", stage=STAGE, reason="invalid_row",
+                                                detail=f"{type(exc).__name__}: {exc}"[:500]))
+    return out, quarantined
+
+
+def write_rows(path: Path, rows: Sequence[VerlRow]) -> Path:
+    """Re-validate and write rows as the verl RL parquet."""
+    dumped = [VerlRow.model_validate(row.model_dump()).model_dump(mode="json") for row in rows]
+    return write_verl_rows(Path(path), dumped)
+
+
+def read_rows(path: Path) -> list[VerlRow]:
+    """Read and validate a verl RL parquet written by `write_rows`."""
+    return [VerlRow.model_validate(row) for row in read_verl_rows(Path(path))]

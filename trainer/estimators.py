@@ -1,0 +1,417 @@
+"""Segment- and turn-aware advantage estimators for verl: ``slca``, ``tara``, ``slca_tara``, ``toolpo``.
+
+Importing this module registers the four estimators in verl's registry (``register_adv_est``); the
+``verl.plugins`` entry point (`trainer.plugin`) imports it in every process that imports verl.
+
+What the estimators receive. verl 0.9.1 calls a registered estimator with exactly
+``token_level_rewards``, ``response_mask``, ``index`` (the group uid per row) and ``config`` (the
+``algorithm`` section) — never the per-sample reward components. The components therefore travel
+*positionally*: `trainer.reward_manager` writes each reward at the LAST token of the span it belongs to
+(see its ``LAYOUTS``) and the estimators read them back by summing ``token_level_rewards`` over the
+span. A KL-in-reward penalty, if enabled, folds into the span sums the same way.
+
+Spans. The agent's generations are the maximal runs of ``response_mask == 1``, left to right
+(observations in between have mask 0). The *summary* segment is the last run, the *tool* (process)
+segment is the union of all earlier runs; a row with one run has no tool segment. TARA's turn ``t`` is
+run ``t``.
+
+Normalisation. Every statistic is computed per group (rows sharing ``index``) and only over the members
+where the span exists. Fewer than two present members, or a constant group, gives exactly 0 (there is no
+relative preference signal). ``epsilon`` is added to the standard deviation. When the ``algorithm``
+section sets ``norm_adv_by_std_in_grpo: false`` every estimator subtracts the mean only.
+
+* ``slca`` — SLCA-GRPO (reference code ``compute_slca_grpo_advantage``): ``x_tool = Σ_tool r``,
+  ``x_sum = Σ_summary r``; group z-score with the unbiased (Bessel) std; then ``λ_tool``/``λ_sum`` are
+  applied AFTER normalisation; each advantage goes only to its own tokens. Omission rows arrive with
+  ``x_tool = 0`` and ``x_sum = −0.5`` (the reward manager applies the override), so the penalty lands on the
+  summary tokens.
+* ``tara`` — ToolVerse Turn-Aware Relative Advantage. ``r_t`` = reward of run ``t``.
+  ``A_local = z_t(r)``; gated future value ``V_t = r_t · Σ_{k≥0} γ^k r_{t+k+1}`` (main-text formula of
+  §3.3; App. A.1 writes ``Σ_{k≥1} γ^k r_{t+k}``, which is ``γ`` times it and gives the same z-score up to
+  ``epsilon``); ``A_future = z_t(V)`` — the paper gives no formula for ``A_future``, we use the same-turn
+  group z-score of ``V`` like ``A_local``; ``A_t = A_local + λ·A_future``. ``z_t`` uses the population std
+  (App. B.4: ``1/K``) over the group members that have turn ``t``; rollouts lacking turn ``t`` are excluded
+  from turn ``t``'s statistics.
+  Distractor property (App. A.3): if ``r_t = 0`` then ``V_t = 0`` and ``A_t ≤ 0`` — this holds whenever every
+  turn reward in the group is ``≥ 0`` (then ``μ_t(r) ≥ 0`` and ``V ≥ 0`` so ``μ_t(V) ≥ 0``), ``γ ≥ 0`` and
+  ``λ ≥ 0``; it holds for the paper's binary rewards. It can FAIL when rewards can be negative (e.g. a
+  KL-in-reward term folded into the turn sums, or negative turn penalties): then ``μ_t`` may be negative and
+  ``A_local > 0`` at ``r_t = 0``.
+* ``slca_tara`` — TARA over the tool segment's turns (the summary run is neither a TARA turn nor part of any
+  future sum), scaled by ``λ_tool``; the summary run gets SLCA's summary advantage (``λ_sum``).
+* ``toolpo`` — the reference ``toolpo_grpo``: ``A_out`` = GRPO on the outcome (the summary-span sum;
+  singleton groups keep verl's ``μ=0, σ=1`` fallback), ``A_tool`` = presence-filtered z-score of the tool-span
+  sum over rows that have a tool segment, times ``toolpo_lambda``; tool tokens get ``A_out + A_tool``, summary
+  tokens ``A_out``.
+
+Knobs live in ``algorithm.gust`` (``EstimatorParams``): verl's ``AlgoConfig`` dataclass has no extra fields
+(``omega_conf_to_dataclass`` raises ``ConfigKeyError: Key 'gust' not in 'AlgoConfig'``), but verl 0.9.1
+passes the ``algorithm`` DictConfig through to the estimator unchanged, so the sub-key arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
+from verl.trainer.ppo.core_algos import register_adv_est
+
+from data.models import StrictModel
+from gustforge.errors import InputError
+
+__all__ = [
+    "ESTIMATOR_NAMES",
+    "EstimatorParams",
+    "RunLayout",
+    "compute_slca_advantage",
+    "compute_slca_tara_advantage",
+    "compute_tara_advantage",
+    "compute_toolpo_advantage",
+    "group_ids",
+    "group_normalize",
+    "read_params",
+    "run_sums",
+    "segment_runs",
+    "tara_turn_advantages",
+]
+
+ESTIMATOR_NAMES: tuple[str, ...] = ("slca", "tara", "slca_tara", "toolpo")
+
+
+class EstimatorParams(StrictModel):
+    """The estimators' knobs, read from ``algorithm.gust`` (defaults = the papers' settings)."""
+
+    lambda_tool: float = Field(1.0, description="SLCA λ_tool: weight of the tool-segment advantage (post-norm).")
+    lambda_sum: float = Field(1.0, description="SLCA λ_sum: weight of the summary advantage (post-norm).")
+    tara_lambda: float = Field(0.5, description="TARA λ: weight of A_future in A_local + λ·A_future.")
+    tara_gamma: float = Field(0.5, ge=0.0, le=1.0, description="TARA γ: discount of future turn rewards.")
+    toolpo_lambda: float = Field(1.0, description="ToolPO λ: weight of the normalised local tool advantage.")
+    epsilon: float = Field(1e-6, gt=0.0, description="Added to the group std before dividing.")
+    norm_by_std: bool = Field(True, description="Divide by std (from algorithm.norm_adv_by_std_in_grpo).")
+
+
+def read_params(config: Any) -> EstimatorParams:
+    """Read ``EstimatorParams`` from verl's ``algorithm`` config (DictConfig, AlgoConfig, dict or None).
+
+    Args:
+        config: What verl passes as ``config``; ``config.gust`` holds our knobs and
+            ``config.norm_adv_by_std_in_grpo`` the std switch.
+
+    Returns:
+        The validated parameters (defaults where a key is absent).
+    """
+    if config is None:
+        return EstimatorParams()
+    gust = config.get("gust", None) or {}
+    if isinstance(gust, DictConfig):
+        gust = OmegaConf.to_container(gust, resolve=True)
+    if not isinstance(gust, Mapping):
+        raise InputError(f"algorithm.gust must be a mapping, got {type(gust).__name__}")
+    norm = bool(config.get("norm_adv_by_std_in_grpo", True))
+    return EstimatorParams.model_validate({"norm_by_std": norm, **dict(gust)})
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """The runs of ``response_mask == 1`` of a batch.
+
+    Attributes:
+        mask: (B, T) bool, the generated tokens.
+        run_id: (B, T) int64, 0-based run index of each generated token, -1 elsewhere.
+        n_runs: (B,) int64, number of runs per row.
+    """
+
+    mask: torch.Tensor
+    run_id: torch.Tensor
+    n_runs: torch.Tensor
+
+    @property
+    def max_runs(self) -> int:
+        return int(self.n_runs.max().item()) if self.n_runs.numel() else 0
+
+    def run_present(self, n_cols: int) -> torch.Tensor:
+        """(B, n_cols) bool: row i has run j."""
+        cols = torch.arange(n_cols, device=self.n_runs.device)
+        return cols.unsqueeze(0) < self.n_runs.unsqueeze(1)
+
+
+def segment_runs(response_mask: torch.Tensor) -> RunLayout:
+    """Split every row of ``response_mask`` into its maximal runs of ones.
+
+    Args:
+        response_mask: (B, T) mask, 1 (or True) on tokens the policy generated.
+
+    Returns:
+        The run layout.
+    """
+    mask = response_mask if response_mask.dtype == torch.bool else response_mask > 0.5
+    prev = F.pad(mask[:, :-1], (1, 0), value=False)
+    run_no = (mask & ~prev).cumsum(dim=1)
+    run_id = torch.where(mask, run_no - 1, torch.full_like(run_no, -1))
+    n_runs = run_no[:, -1] if mask.shape[1] else torch.zeros(mask.shape[0], dtype=torch.long)
+    return RunLayout(mask=mask, run_id=run_id, n_runs=n_runs)
+
+
+def run_sums(values: torch.Tensor, runs: RunLayout, n_cols: int) -> torch.Tensor:
+    """Sum ``values`` over each run: (B, T) → (B, n_cols) float64; runs ≥ n_cols and mask-0 tokens dropped."""
+    dump = torch.full_like(runs.run_id, n_cols)
+    idx = torch.where(runs.mask & (runs.run_id < n_cols), runs.run_id, dump)
+    out = torch.zeros(values.shape[0], n_cols + 1, dtype=values.dtype, device=values.device)
+    out.scatter_add_(1, idx, values)
+    return out[:, :n_cols].to(torch.float64)
+
+
+def group_ids(index: Any, device: torch.device) -> tuple[torch.Tensor, int]:
+    """Map verl's per-row group uids (any hashable, e.g. uuid strings) to dense ids 0..G-1.
+
+    Args:
+        index: Array-like of length B (verl passes ``non_tensor_batch["uid"]``).
+        device: Where the ids should live.
+
+    Returns:
+        (ids as a (B,) int64 tensor, G).
+    """
+    if index is None:
+        raise InputError("group-relative estimators need index (the 'uid' column)")
+    _, inverse = np.unique(np.asarray(index), return_inverse=True)
+    ids = torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device)
+    return ids, int(inverse.max()) + 1 if inverse.size else 0
+
+
+def group_normalize(
+    x: torch.Tensor,
+    present: torch.Tensor,
+    groups: tuple[torch.Tensor, int],
+    *,
+    eps: float,
+    unbiased: bool,
+    scale: bool = True,
+    singleton_raw: bool = False,
+) -> torch.Tensor:
+    """Per-(group, column) z-score of ``x`` over the present members only.
+
+    Args:
+        x: (B, C) float64 values.
+        present: (B, C) bool; absent entries neither enter the statistics nor receive a value.
+        groups: ``group_ids`` output.
+        eps: Added to the std.
+        unbiased: Bessel-corrected std (SLCA, GRPO) or population std (TARA, App. B.4).
+        scale: Divide by std + eps; otherwise subtract the mean only.
+        singleton_raw: A lone present member gets ``x/(1+eps)`` (verl GRPO's μ=0, σ=1 fallback) instead of 0.
+
+    Returns:
+        (B, C) float64; 0 for absent entries, groups with < 2 present members and constant groups.
+    """
+    gid, n_groups = groups
+    n_cols = x.shape[1]
+    flat = (gid.unsqueeze(1) * n_cols + torch.arange(n_cols, device=x.device)).reshape(-1)
+    p = present.reshape(-1).to(x.dtype)
+    xv = x.reshape(-1)
+
+    def per_cell(v: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(n_groups * n_cols, dtype=x.dtype, device=x.device).index_add_(0, flat, v)
+
+    count = per_cell(p)
+    mean = per_cell(xv * p) / count.clamp(min=1)
+    dev = (xv - mean[flat]) * p
+    std = (per_cell(dev * dev) / (count - (1 if unbiased else 0)).clamp(min=1)).sqrt()
+    lo = torch.full_like(count, float("inf")).scatter_reduce_(0, flat, xv.masked_fill(p == 0, float("inf")), "amin")
+    hi = torch.full_like(count, -float("inf")).scatter_reduce_(0, flat, xv.masked_fill(p == 0, -float("inf")), "amax")
+    varies = (count >= 2) & (hi > lo)
+    z = dev / (std[flat] + eps) if scale else dev
+    out = torch.where(varies[flat] & (p > 0), z, torch.zeros_like(z))
+    if singleton_raw:
+        lone = (count[flat] == 1) & (p > 0)
+        out = torch.where(lone, xv / (1.0 + eps) if scale else xv, out)
+    return out.reshape(x.shape)
+
+
+def _route(table: torch.Tensor, runs: RunLayout, dtype: torch.dtype) -> torch.Tensor:
+    """Broadcast a per-run advantage table (B, J) to the tokens of each run; 0 outside the mask."""
+    if table.shape[1] == 0:
+        return torch.zeros(runs.mask.shape, dtype=dtype, device=runs.mask.device)
+    per_token = table.to(dtype).gather(1, runs.run_id.clamp(min=0))
+    return torch.where(runs.mask, per_token, torch.zeros_like(per_token))
+
+
+def _segment_scalars(rewards: torch.Tensor, runs: RunLayout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-run sums plus (x_tool, x_summary) per row, all float64."""
+    per_run = run_sums(rewards, runs, max(runs.max_runs, 1))
+    last = (runs.n_runs - 1).clamp(min=0).unsqueeze(1)
+    x_sum = per_run.gather(1, last).squeeze(1) * (runs.n_runs >= 1)
+    x_tool = per_run.sum(dim=1) - x_sum
+    return per_run, x_tool, x_sum
+
+
+def _is_summary_col(runs: RunLayout, n_cols: int) -> torch.Tensor:
+    cols = torch.arange(n_cols, device=runs.n_runs.device).unsqueeze(0)
+    return cols == (runs.n_runs - 1).unsqueeze(1)
+
+
+def _future_matrix(n_cols: int, gamma: float, device: torch.device) -> torch.Tensor:
+    """D with D[s, t] = γ^(s-t-1) for s > t, else 0, so (r @ D)[t] = Σ_{k≥0} γ^k r[t+k+1]."""
+    s = torch.arange(n_cols, device=device).unsqueeze(1)
+    t = torch.arange(n_cols, device=device).unsqueeze(0)
+    powers = torch.pow(torch.tensor(gamma, dtype=torch.float64, device=device), (s - t - 1).clamp(min=0))
+    return torch.where(s > t, powers, torch.zeros_like(powers))
+
+
+def tara_turn_advantages(
+    r: torch.Tensor, present: torch.Tensor, groups: tuple[torch.Tensor, int], params: EstimatorParams
+) -> torch.Tensor:
+    """TARA per-turn advantages ``A_local + λ·A_future`` for a (B, J) table of turn rewards.
+
+    Args:
+        r: (B, J) float64 turn rewards; absent turns must hold 0.
+        present: (B, J) bool, row i has turn t.
+        groups: ``group_ids`` output.
+        params: λ, γ, ε and the std switch.
+
+    Returns:
+        (B, J) float64 advantages, 0 on absent turns.
+    """
+    r = r * present
+    value = r * (r @ _future_matrix(r.shape[1], params.tara_gamma, r.device))
+    norm = {"eps": params.epsilon, "unbiased": False, "scale": params.norm_by_std}
+    local = group_normalize(r, present, groups, **norm)
+    future = group_normalize(value, present, groups, **norm)
+    return local + params.tara_lambda * future
+
+
+@register_adv_est("slca")
+def compute_slca_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray | None = None,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SLCA-GRPO: separate group z-scores for the tool and summary segments (see module doc).
+
+    Args:
+        token_level_rewards: (B, T) rewards laid out by the ``slca`` layout of `trainer.reward_manager`.
+        response_mask: (B, T) generated-token mask.
+        index: (B,) group uids.
+        config: verl's ``algorithm`` section (``gust`` knobs, ``norm_adv_by_std_in_grpo``).
+        **kwargs: Ignored extras verl may pass (e.g. ``reward_baselines``).
+
+    Returns:
+        (advantages, returns), both (B, T); returns = advantages.
+    """
+    params = read_params(config)
+    runs = segment_runs(response_mask)
+    _, x_tool, x_sum = _segment_scalars(token_level_rewards, runs)
+    groups = group_ids(index, token_level_rewards.device)
+    norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
+    a_tool = group_normalize(x_tool.unsqueeze(1), (runs.n_runs >= 2).unsqueeze(1), groups, **norm)
+    a_sum = group_normalize(x_sum.unsqueeze(1), (runs.n_runs >= 1).unsqueeze(1), groups, **norm)
+    n_cols = max(runs.max_runs, 1)
+    table = torch.where(_is_summary_col(runs, n_cols), params.lambda_sum * a_sum, params.lambda_tool * a_tool)
+    adv = _route(table, runs, token_level_rewards.dtype)
+    return adv, adv
+
+
+@register_adv_est("tara")
+def compute_tara_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray | None = None,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """TARA: turn t's ``A_local + λ·A_future`` on turn t's tokens (see module doc).
+
+    Args:
+        token_level_rewards: (B, T) rewards laid out by the ``tara`` layout (r_t at run t's last token).
+        response_mask: (B, T) generated-token mask.
+        index: (B,) group uids.
+        config: verl's ``algorithm`` section.
+        **kwargs: Ignored extras.
+
+    Returns:
+        (advantages, returns), both (B, T).
+    """
+    params = read_params(config)
+    runs = segment_runs(response_mask)
+    n_cols = max(runs.max_runs, 1)
+    r = run_sums(token_level_rewards, runs, n_cols)
+    groups = group_ids(index, token_level_rewards.device)
+    table = tara_turn_advantages(r, runs.run_present(n_cols), groups, params)
+    adv = _route(table, runs, token_level_rewards.dtype)
+    return adv, adv
+
+
+@register_adv_est("slca_tara")
+def compute_slca_tara_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray | None = None,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """TARA on the tool segment's turns, SLCA's summary advantage on the summary segment.
+
+    Args:
+        token_level_rewards: (B, T) rewards laid out by the ``slca_tara`` layout.
+        response_mask: (B, T) generated-token mask.
+        index: (B,) group uids.
+        config: verl's ``algorithm`` section.
+        **kwargs: Ignored extras.
+
+    Returns:
+        (advantages, returns), both (B, T).
+    """
+    params = read_params(config)
+    runs = segment_runs(response_mask)
+    n_cols = max(runs.max_runs, 1)
+    per_run, _, x_sum = _segment_scalars(token_level_rewards, runs)
+    groups = group_ids(index, token_level_rewards.device)
+    is_sum = _is_summary_col(runs, n_cols)
+    tool_turn = runs.run_present(n_cols) & ~is_sum
+    a_tool = tara_turn_advantages(per_run * tool_turn, tool_turn, groups, params)
+    norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
+    a_sum = group_normalize(x_sum.unsqueeze(1), (runs.n_runs >= 1).unsqueeze(1), groups, **norm)
+    table = torch.where(is_sum, params.lambda_sum * a_sum, params.lambda_tool * a_tool)
+    adv = _route(table, runs, token_level_rewards.dtype)
+    return adv, adv
+
+
+@register_adv_est("toolpo")
+def compute_toolpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray | None = None,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """ToolPO: outcome advantage everywhere plus the local tool advantage on tool tokens.
+
+    Args:
+        token_level_rewards: (B, T) rewards laid out by the ``toolpo`` layout (outcome on the summary span,
+            tool reward on the tool span).
+        response_mask: (B, T) generated-token mask.
+        index: (B,) group uids.
+        config: verl's ``algorithm`` section.
+        **kwargs: Ignored extras.
+
+    Returns:
+        (advantages, returns), both (B, T).
+    """
+    params = read_params(config)
+    runs = segment_runs(response_mask)
+    _, x_tool, x_out = _segment_scalars(token_level_rewards, runs)
+    groups = group_ids(index, token_level_rewards.device)
+    norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
+    has_run = (runs.n_runs >= 1).unsqueeze(1)
+    a_out = group_normalize(x_out.unsqueeze(1), has_run, groups, singleton_raw=True, **norm)
+    a_tool = group_normalize(x_tool.unsqueeze(1), (runs.n_runs >= 2).unsqueeze(1), groups, **norm)
+    n_cols = max(runs.max_runs, 1)
+    table = torch.where(_is_summary_col(runs, n_cols), a_out, a_out + params.toolpo_lambda * a_tool)
+    adv = _route(table, runs, token_level_rewards.dtype)
+    return adv, adv

@@ -1,0 +1,107 @@
+"""Rewards for SLCA/TARA training: HierR process score, summary judge, omission guard, TARA per-turn, state match.
+
+Pure Python (no torch / verl import) so the reward can run in any process, including tests and benches.
+
+REWARD-COMPONENTS CONTRACT (read by `trainer/reward_manager.py` and the estimators; keep stable)
+==============================================================================================
+`trainer.compute_score.compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw)` returns a
+flat dict. EVERY path (normal, omission guard, bad ground truth) returns EXACTLY the key set `COMPONENT_KEYS`, with
+the same Python type per key, because verl builds one numpy column per key from all samples
+(`np.array([info[key] ...])`): a ragged list would raise there, so per-turn values travel as a JSON *string*.
+
+  key                 type   meaning
+  ------------------  -----  -------------------------------------------------------------------------------
+  score               float  R_tool + R_sum (weights w_process=w_summary=1 by default). verl puts it on the
+                             last valid response token (rm_scores). Omission guard: -0.5.
+  r_tool              float  HierR process score in [0, 1] = .10 S_fmt + .25 S_name + .15 S_key + .20 S_val
+                             + .30 S_par. Omission guard: 0.0.
+  r_sum               float  summary score in [0, 1] ((rating-1)/4 from the judge). Omission guard: -0.5
+                             (an override, not a subtraction).
+  omission            int    1 iff gold calls exist but the (think-stripped) response has no `<tool_call>`.
+  s_fmt s_name s_key s_val s_par   float   HierR sub-scores (0.0 on the omission path).
+  judge               str    judge backend that produced r_sum: "heuristic" | "llm" | "none" (short-circuit).
+  judge_failed        int    1 if the LLM judge call failed (r_sum = 0.0).
+  judge_parse_failed  int    1 if the judge reply had no parsable `<rating>` (r_sum = 0.0).
+  no_tool_response    int    1 if the response holds no `<tool_response>` (r_sum = 0.0 by short-circuit).
+  turn_rewards        str    JSON list[float] of TARA binary per-turn rewards r_t, length T = number of gold
+                             turns (GoldenTrace stages). "[]" when the row has no turn-level gold (Toucan
+                             rows: flat names only). Decode with `decode_turn_rewards`.
+  turn_count          int    T (= len(decoded turn_rewards)).
+  turn_reward_mean    float  mean of turn_rewards (0.0 when T == 0).
+  agent_turns         int    number of agent generation turns found in the response.
+  state_checked       int    1 iff a state-equivalence check ran (GUST row with env + expected final DB hash).
+  state_match         float  1.0 iff replaying the agent's calls on a fresh env gives the golden final DB hash;
+                             0.0 otherwise (also when not checked: look at state_checked).
+  gold_call_count     int    number of gold calls (all steps).
+  pred_call_count     int    number of valid predicted calls.
+  error_type          str    "none" | "invalid_ground_truth" | "missing_allowed_tools" | "state_replay_error".
+
+TOKEN PLACEMENT (how the reward manager / estimator puts components on tokens)
+  Let runs = the maximal runs of response_mask == 1 (the agent's generations, left to right).
+  * r_sum      -> the summary segment = the LAST run.
+  * r_tool     -> the process segment = the union of all EARLIER runs (absent when there is one run).
+  * turn_rewards[t] (0-based) -> run t, for t < min(T, len(runs)). Runs with index >= T (e.g. the final
+    answer after the last gold turn) carry no turn reward (treat as absent, not as 0). Missing agent turns
+    (len(runs) < T) contribute r_t = 0 for those t at no token (so they only enter group statistics).
+    Agent turn t in the text is the same generation: `parse.split_agent_turns(solution_str)[t]`.
+  * omission == 1 -> the estimator zeroes the process scalar and uses score (-0.5) on the summary segment.
+  * state_match (when state_checked == 1) is a trajectory-level outcome reward (e.g. TARA's final turn /
+    a GRPO outcome term); it is NOT included in score.
+
+GROUND-TRUTH SHAPE (written by `trainer.convert`, see `trainer.rows.GroundTruth`)
+  allowed_tools: list[str]; gold_tool_calls: JSON str of list[list[{"name","arguments"}]] (steps);
+  args_known: bool; turn_level: bool (steps are real agent turns: GUST); tool_schemas: JSON str of OpenAI tools;
+  question_content: str; subset_name: str; env_id: str (""), env_dir: str (""), expected_final_db_hash: str ("").
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["COMPONENT_KEYS", "NO_CALL_PENALTY", "decode_turn_rewards"]
+
+NO_CALL_PENALTY = -0.5
+
+COMPONENT_KEYS: tuple[str, ...] = (
+    "score",
+    "r_tool",
+    "r_sum",
+    "omission",
+    "s_fmt",
+    "s_name",
+    "s_key",
+    "s_val",
+    "s_par",
+    "judge",
+    "judge_failed",
+    "judge_parse_failed",
+    "no_tool_response",
+    "turn_rewards",
+    "turn_count",
+    "turn_reward_mean",
+    "agent_turns",
+    "state_checked",
+    "state_match",
+    "gold_call_count",
+    "pred_call_count",
+    "error_type",
+)
+
+
+def decode_turn_rewards(value: Any) -> list[float]:
+    """Decode the `turn_rewards` component (JSON string, list or numpy array) into a list of floats.
+
+    Args:
+        value: What came back from the reward dict / non_tensor_batch for one sample.
+
+    Returns:
+        The per-turn binary rewards, possibly empty.
+    """
+    if value is None:
+        return []
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else []
+    return [float(v) for v in list(value)]
