@@ -86,7 +86,9 @@ def _with_retries(action: Callable[[], T], *, what: str, max_retries: int, backo
                 raise
             delay = backoff_s * (2**attempt) * (1 + jitter.random() / 2)
             attempt += 1
-            logger.warning("%s failed (%s); retry %d/%d in %.1fs", what, type(exc).__name__, attempt, max_retries, delay)
+            logger.warning(
+                "%s failed (%s); retry %d/%d in %.1fs", what, type(exc).__name__, attempt, max_retries, delay
+            )
             time.sleep(delay)
 
 
@@ -130,18 +132,28 @@ def publish(
         files = stage_folder(folder, staged)
         _with_retries(
             lambda: client.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True),
-            what=f"create_repo {repo_id}", max_retries=max_retries, backoff_s=backoff_s,
+            what=f"create_repo {repo_id}",
+            max_retries=max_retries,
+            backoff_s=backoff_s,
         )
         info = _with_retries(
             lambda: client.upload_folder(
-                repo_id=repo_id, folder_path=staged, repo_type="dataset", commit_message=commit_message,
+                repo_id=repo_id,
+                folder_path=staged,
+                repo_type="dataset",
+                commit_message=commit_message,
                 delete_patterns=["data/*.parquet"],
             ),
-            what=f"upload_folder {repo_id}", max_retries=max_retries, backoff_s=backoff_s,
+            what=f"upload_folder {repo_id}",
+            max_retries=max_retries,
+            backoff_s=backoff_s,
         )
     url = getattr(info, "commit_url", None)
     logger.info("published %d files to %s", len(files), repo_id)
     return PublishResult(
-        repo_id=repo_id, folder=str(folder), files=tuple(files), dry_run=False,
+        repo_id=repo_id,
+        folder=str(folder),
+        files=tuple(files),
+        dry_run=False,
         commit_url=url if isinstance(url, str) else None,
     )

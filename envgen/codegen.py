@@ -109,6 +109,8 @@ def _text_match(record, text):
 
 def _read_one(db, spec, kwargs):
     record, error = _target(db, spec, kwargs)
+    if error is None:
+        error = _check_refs(db, spec, kwargs)
     if error is not None:
         return error
     return {"status": "success", "message": f"{spec['singular']} '{kwargs[spec['id_param']]}' found",
@@ -116,6 +118,9 @@ def _read_one(db, spec, kwargs):
 
 
 def _read_many(db, spec, kwargs):
+    error = _check_refs(db, spec, kwargs)
+    if error is not None:
+        return error
     found = []
     for record in db.get(spec["collection"], {}).values():
         if not all(kwargs.get(p) is None or _matches(record.get(f), kwargs[p]) for p, f in spec["filters"].items()):

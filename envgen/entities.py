@@ -183,7 +183,7 @@ def _draft(tool: ToolSchema) -> ToolPlan:
     kind, entity = tool.kind, tool.entity
     singular = singularize(entity) if entity else None
     id_param = _id_param_for(singular, props) if singular else None
-    if kind in (ToolKind.UPDATE, ToolKind.DELETE) and id_param is None:
+    if entity is None or (kind in (ToolKind.UPDATE, ToolKind.DELETE) and id_param is None):
         kind = ToolKind.ACTION
     if kind is ToolKind.ACTION:
         return ToolPlan(name=tool.name, kind=kind, template="action", entity=None, field_params=tuple(props))

@@ -36,14 +36,16 @@ def mcp_tool(schema: ToolSchema) -> types.Tool:
         read_only_hint=schema.kind == ToolKind.READ,
         destructive_hint=schema.kind == ToolKind.DELETE,
     )
-    return types.Tool(name=schema.name, description=schema.description, input_schema=schema.parameters,
-                      annotations=annotations)
+    return types.Tool(
+        name=schema.name, description=schema.description, input_schema=schema.parameters, annotations=annotations
+    )
 
 
 def _result(output: dict[str, Any], *, is_error: bool) -> types.CallToolResult:
     text = json.dumps(output, ensure_ascii=False, sort_keys=True)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=output,
-                                is_error=is_error)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=output, is_error=is_error
+    )
 
 
 def _error(message: str) -> types.CallToolResult:

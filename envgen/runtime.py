@@ -54,8 +54,9 @@ class Environment:
             try:
                 self._validators[schema.name] = make_validator(schema.parameters)
             except jsonschema.SchemaError as exc:
-                raise SchemaError(f"env {self.env_id}: tool {schema.name!r} has an invalid parameters "
-                                  f"schema: {exc}") from exc
+                raise SchemaError(
+                    f"env {self.env_id}: tool {schema.name!r} has an invalid parameters schema: {exc}"
+                ) from exc
 
     @classmethod
     def load(cls, env_dir: Path | str) -> Environment:
@@ -93,12 +94,25 @@ class Environment:
         )
 
     @classmethod
-    def from_parts(cls, env_id: str, schemas: list[ToolSchema] | tuple[ToolSchema, ...],
-                   initial_db: dict[str, Any], tools_source: str, manifest: EnvManifest | None = None, *,
-                   tests_source: str | None = None) -> Environment:
+    def from_parts(
+        cls,
+        env_id: str,
+        schemas: list[ToolSchema] | tuple[ToolSchema, ...],
+        initial_db: dict[str, Any],
+        tools_source: str,
+        manifest: EnvManifest | None = None,
+        *,
+        tests_source: str | None = None,
+    ) -> Environment:
         """Build an environment in memory (so a stage can run it before it is written)."""
-        return cls(env_id=env_id, schemas=tuple(schemas), initial_db=initial_db, tools_source=tools_source,
-                   manifest=manifest, tests_source=tests_source)
+        return cls(
+            env_id=env_id,
+            schemas=tuple(schemas),
+            initial_db=initial_db,
+            tools_source=tools_source,
+            manifest=manifest,
+            tests_source=tests_source,
+        )
 
     @property
     def tool_names(self) -> list[str]:
@@ -117,8 +131,9 @@ class Environment:
             return [f"arguments must be a JSON object, got {type(args).__name__}"]
         return errors_of(self._validators[name], dict(args))
 
-    def session(self, limits: SandboxLimits | None = None, *, pool: SandboxPool | None = None,
-                seed: int = 0) -> EnvSession:
+    def session(
+        self, limits: SandboxLimits | None = None, *, pool: SandboxPool | None = None, seed: int = 0
+    ) -> EnvSession:
         """Start a session: a sandbox worker (own or from `pool`) with the tools and a copy of the initial DB.
 
         Raises:
@@ -161,8 +176,9 @@ def _release(worker: SandboxWorker, lease: AbstractContextManager[SandboxWorker]
 class EnvSession:
     """One live copy of an environment. Tool errors are structured results; sandbox faults raise."""
 
-    def __init__(self, env: Environment, worker: SandboxWorker,
-                 lease: AbstractContextManager[SandboxWorker] | None = None) -> None:
+    def __init__(
+        self, env: Environment, worker: SandboxWorker, lease: AbstractContextManager[SandboxWorker] | None = None
+    ) -> None:
         self.env = env
         self._worker = worker
         self._lease = lease
@@ -211,8 +227,9 @@ class EnvSession:
         self.close()
 
 
-def call_tool_once(env_dir: Path | str, tool: str, args: Mapping[str, Any] | None = None, *,
-                   limits: SandboxLimits | None = None) -> dict[str, Any]:
+def call_tool_once(
+    env_dir: Path | str, tool: str, args: Mapping[str, Any] | None = None, *, limits: SandboxLimits | None = None
+) -> dict[str, Any]:
     """Load an env folder, call one tool on a fresh copy of its DB and return the output."""
     with Environment.load(env_dir).session(limits) as session:
         return session.call(tool, args)

@@ -232,6 +232,16 @@ def _load_env(item: Item) -> Any:
     return Environment.load(Path(item["env_dir"]))
 
 
+def _llm_client(cfg: BuildConfig, out: Path) -> Any:
+    """The run's LLM client; responses are cached under `OUT/cache/llm.sqlite` unless a cache path is set."""
+    from gustforge.llm import LLMClient
+
+    settings = cfg.llm
+    if settings.cache_path is None:
+        settings = settings.model_copy(update={"cache_path": out / "cache" / "llm.sqlite"})
+    return LLMClient(settings)
+
+
 def _env_item(item: Item) -> Item:
     return {"env_id": item["env_id"], "env_dir": item["env_dir"], "digest": item["digest"]}
 
@@ -256,31 +266,34 @@ def run_envgen(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
 @_stage("tdg", "envgen", ("tdg", "data"), ("tdg.inferer", "tdg.n_graphs", "tdg.seed", "llm"))
 def run_tdg(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Infer and sanitize `n_graphs` dependency graphs per environment; write them as node-link JSON."""
+    started = time.perf_counter()
+    produced: list[Item] = []
+    quarantine: list[QuarantineRecord] = []
+    with _llm_client(cfg, out) as client:
+        for item in items:
+            try:
+                paths = _write_graphs(item, cfg, out, client)
+            except GustError as exc:
+                quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="tdg", reason=type(exc).__name__,
+                                                   detail=str(exc)))  # fmt: skip
+                continue
+            produced.append({**_env_item(item), "graphs": paths})
+    return _result("tdg", produced, [i["env_id"] for i in produced], quarantine, len(items), started)
+
+
+def _write_graphs(item: Item, cfg: BuildConfig, out: Path, client: Any) -> list[str]:
     from data.graphs import graph_path, write_graph
-    from gustforge.llm import LLMClient
     from tdg.infer import build_graphs
     from tdg.sanitize import sanitize_to_dag
 
-    started = time.perf_counter()
-    client = LLMClient(cfg.llm)
-    produced: list[Item] = []
-    quarantine: list[QuarantineRecord] = []
-    for item in items:
-        try:
-            env = _load_env(item)
-            graphs = build_graphs(env, n_graphs=cfg.tdg.n_graphs, inferer=cfg.tdg.inferer, seed=cfg.tdg.seed,
-                                  client=client)  # fmt: skip
-            paths = []
-            for index, graph in enumerate(graphs):
-                sanitized = sanitize_to_dag(graph)
-                paths.append(str(write_graph(graph_path(out / "tdg", env.env_id, index), sanitized.dag,
-                                             list(sanitized.removed))))  # fmt: skip
-        except GustError as exc:
-            quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="tdg", reason=type(exc).__name__,
-                                               detail=str(exc)))  # fmt: skip
-            continue
-        produced.append({**_env_item(item), "graphs": paths})
-    return _result("tdg", produced, [i["env_id"] for i in produced], quarantine, len(items), started)
+    env = _load_env(item)
+    graphs = build_graphs(env, n_graphs=cfg.tdg.n_graphs, inferer=cfg.tdg.inferer, seed=cfg.tdg.seed, client=client)
+    paths = []
+    for index, graph in enumerate(graphs):
+        sanitized = sanitize_to_dag(graph)
+        path = write_graph(graph_path(out / "tdg", env.env_id, index), sanitized.dag, list(sanitized.removed))
+        paths.append(str(path))
+    return paths
 
 
 @_stage("sample", "tdg", ("tdg", "data"), ("tdg",))
@@ -336,19 +349,18 @@ def run_reconstruct(items: Sequence[Item], cfg: BuildConfig, out: Path) -> Shard
 @_stage("tasks", "reconstruct", ("tdg", "envgen", "gustforge", "data"), ("seed", "llm"))
 def run_tasks(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Write a user task (query, dialogue history, reasoning chain) for every golden trace."""
-    from gustforge.llm import LLMClient
     from tdg.taskgen import write_tasks
 
     started = time.perf_counter()
-    client = LLMClient(cfg.llm)
     produced: list[Item] = []
     produced_ids: list[str] = []
     quarantine: list[QuarantineRecord] = []
     inputs = 0
-    for item in items:
-        traces = [GoldenTrace.model_validate(t) for t in item["traces"]]
-        inputs += len(traces)
-        outcome = write_tasks(traces, _load_env(item), client=client, seed=cfg.seed)
+    with _llm_client(cfg, out) as client:
+        outcomes = [(item, write_tasks([GoldenTrace.model_validate(t) for t in item["traces"]], _load_env(item),
+                                       client=client, seed=cfg.seed)) for item in items]  # fmt: skip
+    for item, outcome in outcomes:
+        inputs += len(item["traces"])
         quarantine.extend(outcome.dropped)
         if outcome.records:
             produced_ids.extend(r.task_id for r in outcome.records)

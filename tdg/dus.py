@@ -7,7 +7,8 @@ earlier stages.
 
 The paper does not say when a skeleton ends. Here it ends when Q is empty, when `max_stages` stages exist, or when
 Q holds only roots that were ready from the start while no tool is partly unlocked (nothing left depends on what
-ran, so more stages would only append unrelated calls). Consequently a graph without edges yields single-stage skeletons.
+ran, so more stages would only append unrelated calls). Consequently a graph without edges yields single-stage
+skeletons.
 
 `sample_skeletons_for_coverage` repeats DUS over an environment's DAGs (round-robin), weighting tools toward the
 not-yet-covered ones (and toward tools with uncovered descendants), until coverage reaches the target, stops

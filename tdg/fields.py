@@ -308,6 +308,9 @@ def enrich_response(response: Mapping[str, Any], shapes: Mapping[str, dict[str, 
             new_props[name] = {**sub, **shape}
         elif _schema_type(sub) == "array":
             items = sub.get("items")
-            if not isinstance(items, Mapping) or (_schema_type(items) in (None, "object") and not items.get("properties")):
+            opaque = not isinstance(items, Mapping) or (
+                _schema_type(items) in (None, "object") and not items.get("properties")
+            )
+            if opaque:
                 new_props[name] = {**sub, "items": {**(items or {}), **shape}}
     return {**response, "properties": new_props}

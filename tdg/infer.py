@@ -12,12 +12,14 @@ Two inferers live in `INFERERS`:
 - ``llm``: the `tdg.prompts` judge on candidate pairs only (pairs with a name hint, a shared entity or shared
   name tokens), so its cost is O(useful pairs), not O(n^2).
 
-`build_graphs` derives several graphs ("logical flows") from one inference run:
-- flow 0 "full": every inferred edge;
-- flow 1 "data_flow": parameter edges only (pure data flow, no imposed verb order);
-- flow 2+j "entity_focus": parameter edges plus the semantic edges of one focus entity only, the entities taken
-  in order of semantic-edge count (ties by name) rotated by the seed, so each flow tells one business object's
-  story while the other entities' tools stay free.
+`build_graphs` derives several graphs ("logical flows") from one inference run (`flow_specs`):
+- ``full``: every inferred edge;
+- ``data_flow``: parameter edges only (pure data flow, no imposed verb order);
+- ``single_source:<j>``: parameter edges thinned to one provider per (tool, argument), the j-th best by
+  confidence (so list_orders -> cancel_order and get_order -> cancel_order no longer both gate cancel_order):
+  shallower graphs with more parallel branches and different paths per j;
+- ``entity_focus:<entity>``: parameter edges plus the semantic edges of one focus entity only (entities ranked by
+  semantic-edge count, ties by name, rotated by the seed), so each flow tells one business object's story.
 Graphs with identical edge sets are deduplicated, so an environment may get fewer than `n_graphs` graphs.
 """
 
@@ -49,6 +51,7 @@ from tdg.fields import (
     match_score,
     name_tokens,
     param_specs,
+    parse_evidence,
     record_shapes,
     response_fields,
     singular,
@@ -60,11 +63,11 @@ __all__ = [
     "InferredEdge",
     "EdgeInferer",
     "INFERERS",
-    "FLOW_NAMES",
     "tool_entity",
     "candidate_pairs",
     "with_record_shapes",
     "infer_edges",
+    "flow_specs",
     "select_flow",
     "to_graph",
     "infer_graph",
@@ -85,7 +88,6 @@ _VERBS = frozenset(
     "get list search find fetch read show view query lookup check create add new make register insert post book "
     "update set edit modify change patch put rename assign move delete remove cancel drop clear archive".split()
 )
-FLOW_NAMES = {0: "full", 1: "data_flow"}  # 2+j: "entity_focus:<entity>"
 
 
 @dataclass(frozen=True)
@@ -241,7 +243,9 @@ def candidate_pairs(tools: Sequence[ToolSchema]) -> list[tuple[ToolSchema, ToolS
     return out
 
 
-async def _judge_all(pairs: Sequence[tuple[ToolSchema, ToolSchema, list[str]]], client: LLMClient) -> list[dict[str, Any]]:
+async def _judge_all(
+    pairs: Sequence[tuple[ToolSchema, ToolSchema, list[str]]], client: LLMClient
+) -> list[dict[str, Any]]:
     jobs = [
         run_role_async(
             _JUDGE,
@@ -309,27 +313,57 @@ def _focus_entities(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], 
     return ranked[start:] + ranked[:start]
 
 
+def _providers(edges: Sequence[InferredEdge]) -> dict[tuple[str, str], list[tuple[float, str]]]:
+    """(dst, param) -> [(confidence, src)] of the parameter edges, best first."""
+    out: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+    for e in edges:
+        if e.type is EdgeType.PARAMETER:
+            for ev in parse_evidence(e.evidence):
+                out[(e.dst, ev.param)].append((e.confidence if e.confidence is not None else 1.0, e.src))
+    return {k: sorted(set(v), key=lambda cs: (-cs[0], cs[1])) for k, v in sorted(out.items())}
+
+
+def _single_source(edges: Sequence[InferredEdge], rank: int) -> list[InferredEdge]:
+    """Parameter edges thinned to one provider per (tool, argument): the `rank`-th best (cyclically)."""
+    keep = {(options[rank % len(options)][1], dst) for (dst, _), options in _providers(edges).items()}
+    return [e for e in edges if e.type is EdgeType.PARAMETER and (e.src, e.dst) in keep]
+
+
+def flow_specs(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], *, seed: int) -> list[str]:
+    """The names of the logical flows available for these edges, in variant order.
+
+    ``full``, ``data_flow``, ``single_source:0``, ``entity_focus:<entity>`` (one per entity with semantic
+    edges, rotated by `seed`), then ``single_source:<j>`` for the further provider ranks.
+    """
+    depth = max((len(v) for v in _providers(edges).values()), default=1)
+    focus = [f"entity_focus:{entity}" for entity in _focus_entities(tools, edges, seed)]
+    return ["full", "data_flow", "single_source:0", *focus, *(f"single_source:{j}" for j in range(1, depth))]
+
+
 def select_flow(
     tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], *, flow_variant: int, seed: int
 ) -> tuple[str, list[InferredEdge]]:
-    """The edges of one logical flow (see the module docstring) and its name.
+    """The name and edges of logical flow number `flow_variant` (see `flow_specs` and the module docstring).
 
     Raises:
-        InputError: `flow_variant` is negative.
+        InputError: `flow_variant` is out of range.
     """
-    if flow_variant < 0:
-        raise InputError(f"flow_variant must be >= 0, got {flow_variant}")
+    specs = flow_specs(tools, edges, seed=seed)
+    if not 0 <= flow_variant < len(specs):
+        raise InputError(f"flow_variant must be in [0, {len(specs)}), got {flow_variant}")
+    flow = specs[flow_variant]
+    kind, _, arg = flow.partition(":")
+    if kind == "full":
+        return flow, list(edges)
     params = [e for e in edges if e.type is EdgeType.PARAMETER]
-    if flow_variant == 0:
-        return FLOW_NAMES[0], list(edges)
-    entities = _focus_entities(tools, edges, seed)
-    if flow_variant == 1 or not entities:
-        return FLOW_NAMES[1], params
-    focus = entities[(flow_variant - 2) % len(entities)]
+    if kind == "data_flow":
+        return flow, params
+    if kind == "single_source":
+        return flow, _single_source(edges, int(arg))
     by_name = {t.name: t for t in tools}
     semantic = [e for e in edges if e.type is EdgeType.SEMANTIC
-                and focus in (tool_entity(by_name[e.src]), tool_entity(by_name[e.dst]))]  # fmt: skip
-    return f"entity_focus:{focus}", sorted(params + semantic, key=lambda e: (e.src, e.dst))
+                and arg in (tool_entity(by_name[e.src]), tool_entity(by_name[e.dst]))]  # fmt: skip
+    return flow, sorted(params + semantic, key=lambda e: (e.src, e.dst))
 
 
 def to_graph(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], **graph_attrs: Any) -> nx.DiGraph:
@@ -357,7 +391,7 @@ def infer_graph(
     Args:
         tools: The environment's refactored tools.
         inferer: Name in `INFERERS`.
-        flow_variant: 0 full, 1 parameter edges only, 2+j entity focus j (see the module docstring).
+        flow_variant: Index into `flow_specs` (0 full, 1 data_flow, 2 single_source:0, ...).
         seed: Rotates the order of focus entities.
         client: LLM client for the ``llm`` inferer (an offline client is made when None).
         db: The environment's initial DB; completes opaque record objects in responses (`with_record_shapes`).
@@ -399,7 +433,7 @@ def build_graphs(
     """
     tools = with_record_shapes(list(env.schemas), env.initial_db)
     edges = infer_edges(tools, inferer=inferer, client=client)
-    n_variants = 2 + len(_focus_entities(tools, edges, seed))
+    n_variants = len(flow_specs(tools, edges, seed=seed))
     graphs: list[nx.DiGraph] = []
     seen: set[str] = set()
     for variant in range(n_variants):

@@ -420,7 +420,11 @@ def _skeleton_seed(seed: int, skeleton: Skeleton) -> int:
 
 
 def reconstruct_all(
-    env: EnvironmentLike, dags: Sequence[nx.DiGraph], skeletons: Sequence[Skeleton], *, seed: int = 0,
+    env: EnvironmentLike,
+    dags: Sequence[nx.DiGraph],
+    skeletons: Sequence[Skeleton],
+    *,
+    seed: int = 0,
     tries: int = 6,
 ) -> ReconstructionResult:
     """Reconstruct every skeleton of one environment on one reused session; failures are quarantined.
@@ -446,8 +450,9 @@ def reconstruct_all(
                 if not 0 <= skeleton.graph_index < len(dags):
                     raise SkeletonFailed("unknown_graph", f"graph_index {skeleton.graph_index}")
                 dag = dags[skeleton.graph_index]
-                trace = reconstruct_trace(env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries,
-                                          session=session)
+                trace = reconstruct_trace(
+                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session
+                )
             except SkeletonFailed as exc:
                 quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=exc.reason, detail=exc.detail))
                 continue
@@ -462,5 +467,6 @@ def reconstruct_all(
             seen.add(trace.trace_id)
             traces.append(trace)
     dropped = Counter(q.reason.split(":")[0] for q in quarantine)
-    report = StageReport(stage=STAGE, inputs=len(skeletons), produced=len(traces), dropped=dict(sorted(dropped.items())))
+    report = StageReport(stage=STAGE, inputs=len(skeletons), produced=len(traces),
+                         dropped=dict(sorted(dropped.items())))  # fmt: skip
     return ReconstructionResult(traces=traces, quarantine=quarantine, report=report)

@@ -348,8 +348,10 @@ def write_tasks(
         try:
             text = write_task(trace, env, incoming_edges=edges, client=client, seed=task_seed)
         except (InputError, LLMError) as exc:
-            reason = "invalid_trace" if isinstance(exc, InputError) else (
-                "writer_bad_output" if isinstance(exc, LLMOutputError) else "writer_llm_error"
+            reason = (
+                "invalid_trace"
+                if isinstance(exc, InputError)
+                else ("writer_bad_output" if isinstance(exc, LLMOutputError) else "writer_llm_error")
             )
             logger.warning("task writer dropped trace %s: %s", trace.trace_id, exc)
             dropped.append(QuarantineRecord(item_id=trace.trace_id, stage=STAGE, reason=reason, detail=str(exc)))

@@ -48,7 +48,7 @@ from tdg.taskgen import stated_arguments
 from tdg.verify_config import TeacherConfig, VerifyConfig
 
 if TYPE_CHECKING:
-    from envgen.runtime import EnvSession, Environment
+    from envgen.runtime import Environment, EnvSession
     from gustforge.sandbox import SandboxPool
 
 __all__ = [
@@ -125,7 +125,9 @@ def _replay_graph(trace: GoldenTrace, session: EnvSession) -> Any:
 
     def start(state: _ReplayState) -> dict[str, Any]:
         found = session.db_hash()
-        bad = [] if found == trace.initial_db_hash else [f"initial db hash {found[:12]} != {trace.initial_db_hash[:12]}"]
+        bad = (
+            [] if found == trace.initial_db_hash else [f"initial db hash {found[:12]} != {trace.initial_db_hash[:12]}"]
+        )
         return {"mismatches": bad}
 
     def run_stage(state: _ReplayState) -> dict[str, Any]:
@@ -261,8 +263,7 @@ def dict_subset(sub: Any, sup: Any) -> bool:
 def _max_matching(golden: Sequence[ToolCall], agent: Sequence[ToolCall]) -> int:
     """Most golden calls matched to distinct agent calls (Kuhn's augmenting paths; stages are small)."""
     edges = [
-        [j for j, a in enumerate(agent) if a.name == g.name and dict_subset(g.arguments, a.arguments)]
-        for g in golden
+        [j for j, a in enumerate(agent) if a.name == g.name and dict_subset(g.arguments, a.arguments)] for g in golden
     ]
     owner: dict[int, int] = {}
 
@@ -312,8 +313,9 @@ def score_attempt(
 # ----------------------------------------------------------------------------------------- teacher agent
 
 
-class _SessionOpts(NamedTuple):
-    seed: int
+class _AttemptOpts(NamedTuple):
+    model: str
+    session_seed: int
     pool: SandboxPool | None
 
 
@@ -352,8 +354,9 @@ def _invoke_with_retries(model: Any, messages: list[AnyMessage], cfg: TeacherCon
                 raise LLMError(f"teacher endpoint failed after {attempt} retries: {type(exc).__name__}: {exc}") from exc
             delay = min(cfg.backoff_max_s, cfg.backoff_base_s * 2**attempt) * (0.5 + rng.random() / 2)
             attempt += 1
-            logger.info("teacher endpoint %s; retry %d/%d in %.2fs", type(exc).__name__, attempt, cfg.max_retries,
-                        delay)
+            logger.info(
+                "teacher endpoint %s; retry %d/%d in %.2fs", type(exc).__name__, attempt, cfg.max_retries, delay
+            )
             time.sleep(delay)
 
 
@@ -393,31 +396,42 @@ def _agent_turns(messages: Sequence[BaseMessage], skip: int) -> list[list[ToolCa
     ]
 
 
-def _chat_model(cfg: TeacherConfig, attempt: int) -> BaseChatModel:
-    api_key = os.environ.get(cfg.api_key_env) or "EMPTY"  # local servers need none; never logged
-    model = cfg.model or _first_model(cfg, api_key)
+def _api_key(cfg: TeacherConfig) -> str:
+    return os.environ.get(cfg.api_key_env) or "EMPTY"  # local servers need none; never logged
+
+
+def _chat_model(cfg: TeacherConfig, model: str, attempt: int) -> BaseChatModel:
     return ChatOpenAI(
-        model=model, base_url=cfg.base_url, api_key=api_key, max_retries=0, timeout=cfg.timeout_s,
-        temperature=cfg.temperature, seed=cfg.seed + attempt,
+        model=model,
+        base_url=cfg.base_url,
+        api_key=_api_key(cfg),
+        max_retries=0,
+        timeout=cfg.timeout_s,
+        temperature=cfg.temperature,
+        seed=cfg.seed + attempt,
     )
 
 
-def _first_model(cfg: TeacherConfig, api_key: str) -> str:
+def _resolve_model(cfg: TeacherConfig) -> str:
+    """The configured model, else the first one the endpoint lists."""
+    if cfg.model:
+        return cfg.model
+    client = openai.OpenAI(base_url=cfg.base_url, api_key=_api_key(cfg), timeout=cfg.timeout_s, max_retries=2)
     try:
-        models = openai.OpenAI(base_url=cfg.base_url, api_key=api_key, timeout=cfg.timeout_s, max_retries=2).models
+        models = client.models
         return models.list().data[0].id
     except (openai.APIError, IndexError) as exc:
         raise LLMError(f"teacher endpoint lists no model: {exc}") from exc
 
 
 def _run_attempt(
-    record: TaskRecord, env: Environment, cfg: TeacherConfig, attempt: int, opts: _SessionOpts
+    record: TaskRecord, env: Environment, cfg: TeacherConfig, attempt: int, opts: _AttemptOpts
 ) -> AttemptScore:
     rng = random.Random(f"{cfg.seed}:{record.task_id}:{attempt}")
     messages = _task_messages(record.text, cfg)
-    with env.session(pool=opts.pool, seed=opts.seed) as session:
+    with env.session(pool=opts.pool, seed=opts.session_seed) as session:
         tools = _env_tools(env, session)
-        graph = _agent_graph(_chat_model(cfg, attempt).bind_tools(tools), tools, cfg, rng)
+        graph = _agent_graph(_chat_model(cfg, opts.model, attempt).bind_tools(tools), tools, cfg, rng)
         try:
             state = graph.invoke(
                 {"messages": messages, "turns": 0},
@@ -454,8 +468,9 @@ def run_teacher(
         return TeacherResult(status="not_run")
     scores: list[AttemptScore] = []
     try:
+        opts = _AttemptOpts(_resolve_model(cfg), session_seed, pool)
         for attempt in range(cfg.k):
-            scores.append(_run_attempt(record, env, cfg, attempt, _SessionOpts(session_seed, pool)))
+            scores.append(_run_attempt(record, env, cfg, attempt, opts))
     except LLMError as exc:
         logger.warning("teacher error on %s: %s", record.task_id, exc)
         return TeacherResult(status="teacher_error", attempts=tuple(scores), error=str(exc))

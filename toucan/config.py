@@ -47,15 +47,9 @@ class PrepareConfig(StrictModel):
         default_factory=lambda: {"completeness": 3.0},
         description="response_quality_assessment dimension -> minimum score (1-5); unassessed rows pass.",
     )
-    arg_check: ArgCheck = Field(
-        default=ArgCheck.REQUIRED, description="Gold-argument schema check in Phase 1."
-    )
-    test_single_turn: int = Field(
-        default=3000, ge=0, description="Held-out native single-turn samples (full scale)."
-    )
-    test_multi_turn: int = Field(
-        default=1000, ge=0, description="Held-out decomposed multi-turn samples (full scale)."
-    )
+    arg_check: ArgCheck = Field(default=ArgCheck.REQUIRED, description="Gold-argument schema check in Phase 1.")
+    test_single_turn: int = Field(default=3000, ge=0, description="Held-out native single-turn samples (full scale).")
+    test_multi_turn: int = Field(default=1000, ge=0, description="Held-out decomposed multi-turn samples (full scale).")
     reference_pool_size: int = Field(
         default=78241,
         gt=0,
@@ -66,9 +60,7 @@ class PrepareConfig(StrictModel):
         ge=1,
         description="First user turn (1-based) decomposed: 2 = paper (turn >= 2), 1 = reference code.",
     )
-    rl_fraction: float = Field(
-        default=0.43, gt=0, lt=1, description="Share of the training pool given to RL."
-    )
+    rl_fraction: float = Field(default=0.43, gt=0, lt=1, description="Share of the training pool given to RL.")
     rl_single_share: float = Field(
         default=2 / 3,
         ge=0,
@@ -88,9 +80,7 @@ class ResponderMode(StrEnum):
 class EvalConfig(StrictModel):
     """The in-domain Toucan evaluator (SLCA-GRPO App. C.5, Table 12)."""
 
-    max_turns: int = Field(
-        default=7, gt=0, description="Generations per episode (reference: 7 = 6 tool rounds)."
-    )
+    max_turns: int = Field(default=7, gt=0, description="Generations per episode (reference: 7 = 6 tool rounds).")
     max_tokens: int = Field(default=8192, gt=0, description="max_tokens per generation.")
     temperature: float = Field(default=0.0, ge=0, description="Greedy by default, as verl validation.")
     max_tool_response_chars: int = Field(default=2048, gt=0, description="Middle truncation of observations.")
@@ -116,14 +106,10 @@ class EmbedderName(StrEnum):
 class KSweepConfig(StrictModel):
     """Controlled candidate-set sweep (SLCA-GRPO App. C.6)."""
 
-    ks: tuple[int, ...] = Field(
-        default=(0, 25, 50, 100, 150), description="Target candidate-set sizes; 0 = original."
-    )
+    ks: tuple[int, ...] = Field(default=(0, 25, 50, 100, 150), description="Target candidate-set sizes; 0 = original.")
     strategy: DistractorStrategy = DistractorStrategy.RANDOM
     embedder: EmbedderName = EmbedderName.AUTO
-    max_prompt_tokens: int = Field(
-        default=32768, gt=0, description="Skip instances whose prompt exceeds this."
-    )
+    max_prompt_tokens: int = Field(default=32768, gt=0, description="Skip instances whose prompt exceeds this.")
     tokenizer_path: Path | None = Field(
         default=None, description="Local HF tokenizer.json (e.g. Qwen2.5's); without it tokens ~ chars/4."
     )

@@ -9,10 +9,12 @@ come back as a `user` message of `<tool_response>` blocks.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from data.models import RawTool
+from gustforge.errors import InputError
 from toucan.models import GoldCall, Step, Turn
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "render_responses",
     "turn_messages",
     "prompt_messages",
+    "replace_tool_block",
 ]
 
 _TOOLS_HEADER = (
@@ -116,3 +119,19 @@ def prompt_messages(
         messages.extend(turn_messages(turn))
     messages.append({"role": "user", "content": question})
     return messages
+
+
+_TOOLS_BLOCK_RE = re.compile(r"(<tools>\n?)(.*?)(\n?</tools>)", re.DOTALL)
+
+
+def replace_tool_block(system_content: str, tools: Sequence[RawTool]) -> str:
+    """The same system message with the `<tools>` catalogue replaced by `tools` (everything else kept).
+
+    Raises:
+        InputError: The message has no `<tools>` block.
+    """
+    catalogue = "\n".join(json.dumps(openai_tool(t), ensure_ascii=False) for t in tools)
+    new, count = _TOOLS_BLOCK_RE.subn(lambda m: m.group(1) + catalogue + m.group(3), system_content, count=1)
+    if count == 0:
+        raise InputError("system message has no <tools> block")
+    return new

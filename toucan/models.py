@@ -118,9 +118,7 @@ class ContextAction(StrictModel):
     tools: tuple[RawTool, ...]
     history: tuple[Turn, ...] = Field(description="Complete earlier turns (context).")
     question: str = Field(description="The current user message.")
-    gold_steps: tuple[Step, ...] = Field(
-        description="Nested gold: steps of calls with arguments and observations."
-    )
+    gold_steps: tuple[Step, ...] = Field(description="Nested gold: steps of calls with arguments and observations.")
     gold_answer: str | None = None
     subset_name: str = ""
 
@@ -133,9 +131,7 @@ class PhaseReport(StrictModel):
     inputs: int
     outputs: dict[str, int] = Field(default_factory=dict)
     dropped: dict[str, int] = Field(default_factory=dict)
-    info: dict[str, int] = Field(
-        default_factory=dict, description="Side counts (repairs, samples) not in the sum."
-    )
+    info: dict[str, int] = Field(default_factory=dict, description="Side counts (repairs, samples) not in the sum.")
 
     @property
     def balanced(self) -> bool:

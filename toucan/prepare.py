@@ -190,9 +190,7 @@ def filter_rows(
             pool.append(outcome)
             continue
         reason, detail = outcome
-        quarantine.append(
-            QuarantineRecord(item_id=f"row:{raw.index}", stage=STAGE, reason=reason, detail=detail)
-        )
+        quarantine.append(QuarantineRecord(item_id=f"row:{raw.index}", stage=STAGE, reason=reason, detail=detail))
     dropped = Counter(q.reason for q in quarantine)
     report = PhaseReport(
         phase="1_filter", unit="rows", inputs=inputs, outputs={"valid": len(pool)}, dropped=dict(dropped),
@@ -243,9 +241,7 @@ def _by_hash(dialogues: Iterable[Dialogue]) -> list[Dialogue]:
     return sorted(dialogues, key=lambda d: d.dialogue_hash)  # input order never changes the draw
 
 
-def isolate(
-    pool: Sequence[Dialogue], cfg: PrepareConfig
-) -> tuple[list[ContextAction], list[Dialogue], PhaseReport]:
+def isolate(pool: Sequence[Dialogue], cfg: PrepareConfig) -> tuple[list[ContextAction], list[Dialogue], PhaseReport]:
     """Phase 2: draw the held-out test set from the valid pool before any split.
 
     Test sizes are the configured ones scaled by `len(pool) / reference_pool_size` (at least 1 when possible,
@@ -274,9 +270,7 @@ def isolate(
     return test, train, PhaseReport(phase="2_isolate", unit="dialogues", inputs=len(pool), outputs=outputs)
 
 
-def decompose_pool(
-    train: Sequence[Dialogue], cfg: PrepareConfig
-) -> tuple[dict[str, list[ContextAction]], PhaseReport]:
+def decompose_pool(train: Sequence[Dialogue], cfg: PrepareConfig) -> tuple[dict[str, list[ContextAction]], PhaseReport]:
     """Phase 3 over the training pool's multi-turn dialogues.
 
     Returns:

@@ -122,9 +122,7 @@ def _arguments(value: Any, repairs: list[str], *, string_native: bool) -> dict[s
         try:
             value = decode_json(value, "arguments", repairs)
         except RowRejected:
-            raise RowRejected(
-                DropReason.BAD_ARGUMENTS, "arguments are neither JSON nor a Python literal"
-            ) from None
+            raise RowRejected(DropReason.BAD_ARGUMENTS, "arguments are neither JSON nor a Python literal") from None
         repairs.extend([] if string_native else ["arguments:string"])
         if value is None:
             return {}
@@ -162,9 +160,7 @@ def _check_parameters(name: str, params: Any) -> None:
     if not isinstance(params, dict):
         raise RowRejected(DropReason.INVALID_TOOL_SCHEMA, f"{name}: parameters is not an object")
     if params.get("type", "object") != "object":
-        raise RowRejected(
-            DropReason.INVALID_TOOL_SCHEMA, f"{name}: parameters type is {params.get('type')!r}"
-        )
+        raise RowRejected(DropReason.INVALID_TOOL_SCHEMA, f"{name}: parameters type is {params.get('type')!r}")
     if not isinstance(params.get("properties", {}), dict):
         raise RowRejected(DropReason.INVALID_TOOL_SCHEMA, f"{name}: properties is not an object")
     required = params.get("required", [])
@@ -317,9 +313,7 @@ class _TurnBuilder:
         if len(self.responses) != len(self.calls):
             detail = f"{len(self.calls)} calls but {len(self.responses)} responses"
             raise RowRejected(DropReason.INCOMPLETE_DIALOGUE, detail)
-        self.steps.append(
-            Step(calls=tuple(self.calls), responses=tuple(self.responses), preamble=self.preamble)
-        )
+        self.steps.append(Step(calls=tuple(self.calls), responses=tuple(self.responses), preamble=self.preamble))
         self.calls, self.responses, self.preamble = [], [], ""
 
     def add_assistant(self, msg: _Msg) -> None:
@@ -374,9 +368,7 @@ def _group_turns(messages: list[_Msg]) -> tuple[str, list[Turn]]:
 def _shape(record: Mapping[str, Any], messages: Any) -> SourceShape:
     if "prompt" in record and "reward_model" in record:
         return SourceShape.RL_PREVIEW
-    if isinstance(messages, list) and any(
-        isinstance(m, dict) and m.get("role") in _SFT_ROLES for m in messages
-    ):
+    if isinstance(messages, list) and any(isinstance(m, dict) and m.get("role") in _SFT_ROLES for m in messages):
         return SourceShape.SFT_PREVIEW
     return SourceShape.TOUCAN
 

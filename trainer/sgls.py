@@ -125,7 +125,7 @@ def validate_call(tools: Mapping[str, Mapping[str, Any]], name: str, args: Mappi
     try:
         validator_cls = jsonschema.validators.validator_for(params, default=jsonschema.Draft202012Validator)
         errors = [e for e in validator_cls(params).iter_errors(dict(args)) if e.validator in _CHECKED_VALIDATORS]
-    except (jsonschema.SchemaError, TypeError, ValueError, KeyError):
+    except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, TypeError, ValueError, KeyError):
         return None  # a malformed raw schema cannot veto a call; the backend decides
     if not errors:
         return None

@@ -30,7 +30,7 @@ import string
 import sys
 import types
 import uuid
-from collections import Counter, OrderedDict, defaultdict, deque, namedtuple, ChainMap
+from collections import ChainMap, Counter, OrderedDict, defaultdict, deque, namedtuple
 from pathlib import Path
 from typing import Any
 
@@ -47,21 +47,94 @@ def _load_policy() -> types.ModuleType:
 
 
 POLICY = _load_policy()
-_COLLECTIONS = {"Counter": Counter, "OrderedDict": OrderedDict, "defaultdict": defaultdict, "deque": deque,
-                "namedtuple": namedtuple, "ChainMap": ChainMap}
+_COLLECTIONS = {
+    "Counter": Counter,
+    "OrderedDict": OrderedDict,
+    "defaultdict": defaultdict,
+    "deque": deque,
+    "namedtuple": namedtuple,
+    "ChainMap": ChainMap,
+}
 _REAL_MODULES: dict[str, Any] = {
-    "math": math, "json": json, "re": re, "copy": copy, "datetime": datetime, "string": string,
-    "itertools": itertools, "functools": functools, "statistics": statistics, "uuid": uuid, "hashlib": hashlib,
+    "math": math,
+    "json": json,
+    "re": re,
+    "copy": copy,
+    "datetime": datetime,
+    "string": string,
+    "itertools": itertools,
+    "functools": functools,
+    "statistics": statistics,
+    "uuid": uuid,
+    "hashlib": hashlib,
 }
 _SAFE_BUILTIN_NAMES = (
-    "abs", "all", "any", "ascii", "bin", "bool", "bytes", "callable", "chr", "complex", "dict", "divmod",
-    "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "int", "isinstance", "issubclass", "iter",
-    "len", "list", "map", "max", "min", "next", "oct", "ord", "pow", "range", "repr", "reversed", "round", "set",
-    "slice", "sorted", "str", "sum", "tuple", "zip", "object", "property", "staticmethod", "classmethod",
-    "NotImplemented", "Ellipsis",
-    "Exception", "ArithmeticError", "AssertionError", "AttributeError", "IndexError", "KeyError", "LookupError",
-    "NameError", "NotImplementedError", "OverflowError", "RecursionError", "RuntimeError", "StopIteration",
-    "TypeError", "ValueError", "ZeroDivisionError", "UnicodeError",
+    "abs",
+    "all",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "bytes",
+    "callable",
+    "chr",
+    "complex",
+    "dict",
+    "divmod",
+    "enumerate",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "hash",
+    "hex",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "map",
+    "max",
+    "min",
+    "next",
+    "oct",
+    "ord",
+    "pow",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "slice",
+    "sorted",
+    "str",
+    "sum",
+    "tuple",
+    "zip",
+    "object",
+    "property",
+    "staticmethod",
+    "classmethod",
+    "NotImplemented",
+    "Ellipsis",
+    "Exception",
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "IndexError",
+    "KeyError",
+    "LookupError",
+    "NameError",
+    "NotImplementedError",
+    "OverflowError",
+    "RecursionError",
+    "RuntimeError",
+    "StopIteration",
+    "TypeError",
+    "ValueError",
+    "ZeroDivisionError",
+    "UnicodeError",
 )
 
 
@@ -148,8 +221,13 @@ class Limits:
     def __init__(self, cpu_seconds: float, memory_mb: int) -> None:
         self.cpu_seconds = cpu_seconds
         memory = memory_mb * 1024 * 1024
-        for limit, value in ((resource.RLIMIT_AS, memory), (resource.RLIMIT_FSIZE, 0), (resource.RLIMIT_CORE, 0),
-                             (resource.RLIMIT_NOFILE, 16), (resource.RLIMIT_NPROC, 0)):
+        for limit, value in (
+            (resource.RLIMIT_AS, memory),
+            (resource.RLIMIT_FSIZE, 0),
+            (resource.RLIMIT_CORE, 0),
+            (resource.RLIMIT_NOFILE, 16),
+            (resource.RLIMIT_NPROC, 0),
+        ):
             try:
                 resource.setrlimit(limit, (value, value))
             except (ValueError, OSError):  # NPROC may be refused; root ignores it anyway
@@ -222,21 +300,23 @@ class Sandbox:
             return {"status": "error", "message": f"unknown tool {tool!r}; available: {known}"}
         self.limits.arm()
         try:
-            output = function(self.db, **args)
+            return _json_output(tool, function(self.db, **args))
         except MemoryError:
             raise
         except Exception as exc:
             return _tool_error(exc)
         finally:
             self.limits.disarm()
-        return _json_output(tool, output)
 
     def load_tests(self, source: str, schemas: dict[str, Any]) -> list[str]:
         code = _compile(source, "tests")
         self.schemas = json.loads(json.dumps(schemas))
         namespace = self._exec(code, "tests")
-        self.tests = {name: value for name, value in namespace.items()
-                      if name.startswith("test_") and _is_public_function(name, value, "tests")}
+        self.tests = {
+            name: value
+            for name, value in namespace.items()
+            if name.startswith("test_") and _is_public_function(name, value, "tests")
+        }
         return list(self.tests)
 
     def run_test(self, name: str) -> dict[str, Any]:
@@ -259,14 +339,15 @@ class Sandbox:
 
 
 def _is_public_function(name: str, value: Any, module_name: str) -> bool:
-    return (not name.startswith("_") and isinstance(value, types.FunctionType)
-            and value.__module__ == module_name)
+    return not name.startswith("_") and isinstance(value, types.FunctionType) and value.__module__ == module_name
 
 
 def _json_output(tool: str, output: Any) -> dict[str, Any]:
     if not isinstance(output, dict):
-        return {"status": "error", "message": f"ToolError: tool {tool!r} returned {type(output).__name__}, "
-                                              "expected a dict"}
+        return {
+            "status": "error",
+            "message": f"ToolError: tool {tool!r} returned {type(output).__name__}, expected a dict",
+        }
     try:
         return json.loads(json.dumps(output, allow_nan=False))
     except (TypeError, ValueError, RecursionError) as exc:
@@ -274,7 +355,7 @@ def _json_output(tool: str, output: Any) -> dict[str, Any]:
 
 
 def _tool_for_test(test_name: str, tools: list[str], called: list[str]) -> str:
-    stem = test_name[len("test_"):]
+    stem = test_name[len("test_") :]
     matches = [tool for tool in tools if stem == tool or stem.startswith(tool + "_")]
     if matches:
         return max(matches, key=len)

@@ -34,49 +34,168 @@ MODULE_EXPORTS: dict[str, frozenset[str]] = {
     "math": frozenset(name for name in dir(math) if not name.startswith("_")),
     "json": frozenset({"dumps", "loads", "JSONDecodeError"}),
     "re": frozenset(
-        {"compile", "search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split", "escape",
-         "error", "Pattern", "Match", "IGNORECASE", "I", "MULTILINE", "M", "DOTALL", "S", "VERBOSE", "X",
-         "ASCII", "A", "UNICODE", "U"}
+        {
+            "compile",
+            "search",
+            "match",
+            "fullmatch",
+            "findall",
+            "finditer",
+            "sub",
+            "subn",
+            "split",
+            "escape",
+            "error",
+            "Pattern",
+            "Match",
+            "IGNORECASE",
+            "I",
+            "MULTILINE",
+            "M",
+            "DOTALL",
+            "S",
+            "VERBOSE",
+            "X",
+            "ASCII",
+            "A",
+            "UNICODE",
+            "U",
+        }
     ),
     "copy": frozenset({"copy", "deepcopy"}),
     "datetime": frozenset({"date", "datetime", "time", "timedelta", "timezone", "MINYEAR", "MAXYEAR"}),
     "random": frozenset(
-        {"random", "randint", "randrange", "choice", "choices", "sample", "shuffle", "uniform", "gauss",
-         "getrandbits", "Random"}
+        {
+            "random",
+            "randint",
+            "randrange",
+            "choice",
+            "choices",
+            "sample",
+            "shuffle",
+            "uniform",
+            "gauss",
+            "getrandbits",
+            "Random",
+        }
     ),
     "string": frozenset(
-        {"ascii_letters", "ascii_lowercase", "ascii_uppercase", "digits", "hexdigits", "octdigits",
-         "punctuation", "printable", "whitespace", "capwords"}
+        {
+            "ascii_letters",
+            "ascii_lowercase",
+            "ascii_uppercase",
+            "digits",
+            "hexdigits",
+            "octdigits",
+            "punctuation",
+            "printable",
+            "whitespace",
+            "capwords",
+        }
     ),
     "itertools": frozenset(
-        {"accumulate", "chain", "combinations", "combinations_with_replacement", "compress", "count", "cycle",
-         "dropwhile", "filterfalse", "groupby", "islice", "pairwise", "permutations", "product", "repeat",
-         "starmap", "takewhile", "tee", "zip_longest"}
+        {
+            "accumulate",
+            "chain",
+            "combinations",
+            "combinations_with_replacement",
+            "compress",
+            "count",
+            "cycle",
+            "dropwhile",
+            "filterfalse",
+            "groupby",
+            "islice",
+            "pairwise",
+            "permutations",
+            "product",
+            "repeat",
+            "starmap",
+            "takewhile",
+            "tee",
+            "zip_longest",
+        }
     ),
     "functools": frozenset({"reduce", "partial", "lru_cache", "cache", "cmp_to_key", "cached_property"}),
     "collections": frozenset({"Counter", "OrderedDict", "defaultdict", "deque", "namedtuple", "ChainMap"}),
     "statistics": frozenset(
-        {"mean", "fmean", "geometric_mean", "harmonic_mean", "median", "median_low", "median_high", "mode",
-         "multimode", "pstdev", "pvariance", "stdev", "variance", "quantiles", "StatisticsError"}
+        {
+            "mean",
+            "fmean",
+            "geometric_mean",
+            "harmonic_mean",
+            "median",
+            "median_low",
+            "median_high",
+            "mode",
+            "multimode",
+            "pstdev",
+            "pvariance",
+            "stdev",
+            "variance",
+            "quantiles",
+            "StatisticsError",
+        }
     ),
-    "uuid": frozenset({"UUID", "uuid3", "uuid4", "uuid5", "NAMESPACE_DNS", "NAMESPACE_URL", "NAMESPACE_OID",
-                       "NAMESPACE_X500"}),
-    "hashlib": frozenset({"md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake2b", "blake2s",
-                          "sha3_256", "sha3_512"}),
+    "uuid": frozenset(
+        {"UUID", "uuid3", "uuid4", "uuid5", "NAMESPACE_DNS", "NAMESPACE_URL", "NAMESPACE_OID", "NAMESPACE_X500"}
+    ),
+    "hashlib": frozenset(
+        {"md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake2b", "blake2s", "sha3_256", "sha3_512"}
+    ),
 }
 ALLOWED_MODULES: frozenset[str] = frozenset(MODULE_EXPORTS)
 
 FORBIDDEN_NAMES: frozenset[str] = frozenset(
-    {"open", "exec", "eval", "compile", "globals", "locals", "vars", "getattr", "setattr", "delattr",
-     "hasattr", "input", "breakpoint", "help", "exit", "quit", "memoryview", "type", "super", "dir"}
+    {
+        "open",
+        "exec",
+        "eval",
+        "compile",
+        "globals",
+        "locals",
+        "vars",
+        "getattr",
+        "setattr",
+        "delattr",
+        "hasattr",
+        "input",
+        "breakpoint",
+        "help",
+        "exit",
+        "quit",
+        "memoryview",
+        "type",
+        "super",
+        "dir",
+    }
 )
 
 # Non-underscore attributes that reach frames, code objects or the string formatter (a known attribute walk:
 # '{0.__class__}'.format(x) resolves dunders inside the string, out of reach of the AST check).
 FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
-    {"format", "format_map", "vformat", "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code",
-     "cr_await", "ag_frame", "ag_code", "ag_await", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
-     "tb_frame", "tb_next", "mro"}
+    {
+        "format",
+        "format_map",
+        "vformat",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "cr_frame",
+        "cr_code",
+        "cr_await",
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "f_back",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_code",
+        "tb_frame",
+        "tb_next",
+        "mro",
+    }
 )
 
 _FORBIDDEN_NODES: dict[type[ast.AST], str] = {

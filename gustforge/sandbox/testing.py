@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 __all__ = ["run_test_module"]
 
 
-def run_test_module(worker: SandboxWorker, tests_source: str, schemas: dict[str, dict[str, Any]], *,
-                    total_seconds: float = 60.0) -> TestReport:
+def run_test_module(
+    worker: SandboxWorker, tests_source: str, schemas: dict[str, dict[str, Any]], *, total_seconds: float = 60.0
+) -> TestReport:
     """Run every `test_*(env)` function of `tests_source` in `worker` (tools must be loaded).
 
     Args:
@@ -45,7 +46,8 @@ def run_test_module(worker: SandboxWorker, tests_source: str, schemas: dict[str,
     worker._drop_tests()
     worker.reset()
     budget_hit = time.perf_counter() >= deadline
-    return _report(tuple(cases), start, error=f"total time budget of {total_seconds:g}s exhausted" if budget_hit else None)
+    error = f"total time budget of {total_seconds:g}s exhausted" if budget_hit else None
+    return _report(tuple(cases), start, error=error)
 
 
 def _run_one(worker: SandboxWorker, name: str, deadline: float, tools: list[str]) -> TestCaseResult:
@@ -58,8 +60,12 @@ def _run_one(worker: SandboxWorker, name: str, deadline: float, tools: list[str]
         result = worker._run_test(name, wall_seconds=wall)
     except SandboxError as exc:  # the worker has restarted with tools and tests reloaded
         return TestCaseResult(name=name, tool=tool, passed=False, message=f"{type(exc).__name__}: {exc}")
-    return TestCaseResult(name=name, tool=str(result.get("tool") or tool), passed=bool(result.get("passed")),
-                          message=str(result.get("message", "")))
+    return TestCaseResult(
+        name=name,
+        tool=str(result.get("tool") or tool),
+        passed=bool(result.get("passed")),
+        message=str(result.get("message", "")),
+    )
 
 
 def _tool_of(test_name: str, tools: list[str]) -> str:

@@ -27,11 +27,12 @@ from data.models import TestReport
 from gustforge.errors import SandboxError, SandboxMemoryError, SandboxTimeout, SandboxViolation
 from gustforge.sandbox.check import check_source
 
-__all__ = ["SandboxLimits", "SandboxWorker", "CHILD_SCRIPT"]
+__all__ = ["SandboxLimits", "SandboxWorker", "CHILD_SCRIPT", "MAX_RESPONSE_BYTES"]
 
 logger = logging.getLogger(__name__)
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a runaway output must not exhaust the parent
 _FAULTS: dict[str, type[SandboxError]] = {
     "violation": SandboxViolation,
     "memory": SandboxMemoryError,
@@ -124,8 +125,9 @@ class SandboxWorker:
         self._request({"op": "ping"})
         return time.perf_counter() - start
 
-    def run_tests(self, tests_source: str, schemas: dict[str, dict[str, Any]], *,
-                  total_seconds: float = 60.0) -> TestReport:
+    def run_tests(
+        self, tests_source: str, schemas: dict[str, dict[str, Any]], *, total_seconds: float = 60.0
+    ) -> TestReport:
         """Run every `test_*(env)` of a tests module against the loaded tools, each on a fresh DB.
 
         Args:
@@ -184,8 +186,13 @@ class SandboxWorker:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
         self._proc = subprocess.Popen(
             [sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), settings],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd="/", close_fds=True, start_new_session=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
         )
         self._buffer = b""
         self._stderr.clear()
@@ -258,6 +265,9 @@ class SandboxWorker:
             if not chunk:
                 raise self._died()
             self._buffer += chunk
+            if len(self._buffer) > MAX_RESPONSE_BYTES:
+                self._kill()
+                raise SandboxError(f"sandbox response larger than {MAX_RESPONSE_BYTES} bytes")
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 

@@ -22,8 +22,9 @@ EXPECTED = ["README.md", "data/train-00000-of-00002.parquet", "data/train-00001-
 
 @pytest.fixture()
 def gust_dir(tmp_path: Path) -> Path:
-    out = write_gust([make_record(i) for i in range(3)], tmp_path / "gust", seed=0, filters_run=FILTERS,
-                     max_rows_per_shard=2)
+    out = write_gust(
+        [make_record(i) for i in range(3)], tmp_path / "gust", seed=0, filters_run=FILTERS, max_rows_per_shard=2
+    )
     (out / "notes.txt").write_text("not for upload")
     return out
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from data.models import TestReport, ToolSchema
+from data.models import TestReport as StoredReport  # aliased: pytest would try to collect Test*
+from data.models import ToolSchema
 from envgen.runtime import Environment, call_tool_once
 from gustforge.errors import CodegenError, InputError, SandboxTimeout, SandboxViolation, SchemaError
 from gustforge.hashing import content_hash
@@ -30,7 +31,7 @@ class TestLoad:
         assert "def cancel_order" in env.tools_source and env.tests_source is not None
 
     def test_stored_report_matches_a_fresh_run(self, env: Environment) -> None:
-        stored = TestReport.model_validate_json((TINY / "test_report.json").read_text())
+        stored = StoredReport.model_validate_json((TINY / "test_report.json").read_text())
         fresh = env.run_tests(FAST)
         assert fresh.passed and [c.name for c in fresh.cases] == [c.name for c in stored.cases]
 
@@ -60,8 +61,12 @@ class TestSession:
             initial = session.db_hash()
             assert initial == content_hash(env.initial_db)
             out = session.call("cancel_order", {"order_id": "ORD-1001", "reason": "late"})
-            assert out == {"status": "success", "message": "order ORD-1001 cancelled", "order_id": "ORD-1001",
-                           "refund": 25.0}
+            assert out == {
+                "status": "success",
+                "message": "order ORD-1001 cancelled",
+                "order_id": "ORD-1001",
+                "refund": 25.0,
+            }
             assert session.db()["orders"]["ORD-1001"]["status"] == "cancelled"
             assert session.db_hash() != initial
             session.reset()
@@ -89,8 +94,10 @@ class TestSession:
             assert two.call("get_order", {"order_id": "ORD-1003"})["order"]["status"] == "processing"
 
     def test_from_parts_and_faults(self, env: Environment) -> None:
-        source = env.tools_source + "\n\ndef list_orders(db, customer_id=None, status=None):\n    while True:\n" \
-                                    "        pass\n"
+        source = (
+            env.tools_source + "\n\ndef list_orders(db, customer_id=None, status=None):\n    while True:\n"
+            "        pass\n"
+        )
         hanging = Environment.from_parts("hang", env.schemas, env.initial_db, source)
         with hanging.session(FAST) as session:
             with pytest.raises(SandboxTimeout):

@@ -14,7 +14,7 @@ from gustforge.sandbox import SandboxLimits, SandboxPool, SandboxWorker, check_s
 TINY = Path(__file__).resolve().parents[1] / "envgen" / "fixtures" / "tiny_env"
 FAST = SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=4)
 
-COUNTER = '''
+COUNTER = """
 import json
 from collections import Counter
 
@@ -52,14 +52,18 @@ def new_id(db):
     import uuid
     import random
     return {"status": "success", "message": "ok", "id": str(uuid.uuid4()), "r": random.randint(0, 10**9)}
-'''
+"""
 
 
 def _tiny() -> tuple[str, str, dict, dict]:
     schemas = json.loads((TINY / "schemas.json").read_text())
     specs = {s["name"]: {"parameters": s["parameters"], "response": s["response"]} for s in schemas}
-    return ((TINY / "tools.py").read_text(), (TINY / "tests.py").read_text(),
-            json.loads((TINY / "db.json").read_text()), specs)
+    return (
+        (TINY / "tools.py").read_text(),
+        (TINY / "tests.py").read_text(),
+        json.loads((TINY / "db.json").read_text()),
+        specs,
+    )
 
 
 @pytest.fixture()
@@ -187,9 +191,11 @@ class TestRunTests:
     def test_hanging_test_fails_alone(self, worker: SandboxWorker) -> None:
         tools, _, db, specs = _tiny()
         worker.load(tools, db)
-        tests = ("def test_a_hang(env):\n    while True:\n        pass\n"
-                 "def test_b_ok(env):\n    env.check(env.call('get_order', {'order_id': 'ORD-1002'})['status']"
-                 " == 'success', 'x')\n")
+        tests = (
+            "def test_a_hang(env):\n    while True:\n        pass\n"
+            "def test_b_ok(env):\n    env.check(env.call('get_order', {'order_id': 'ORD-1002'})['status']"
+            " == 'success', 'x')\n"
+        )
         report = worker.run_tests(tests, specs)
         assert [c.passed for c in report.cases] == [False, True]
         assert "SandboxTimeout" in report.cases[0].message
@@ -214,8 +220,11 @@ class TestPool:
     def test_reuse_and_isolation(self) -> None:
         with SandboxPool(size=1, limits=FAST) as pool:
             with pool.acquire() as first:
-                first.load("STASH = []\ndef keep(db):\n    STASH.append(db['secret'])\n"
-                           "    return {'status': 'success', 'message': ''}\n", {"secret": "s3cr3t"})
+                first.load(
+                    "STASH = []\ndef keep(db):\n    STASH.append(db['secret'])\n"
+                    "    return {'status': 'success', 'message': ''}\n",
+                    {"secret": "s3cr3t"},
+                )
                 first.call("keep", {})
             with pool.acquire() as second:
                 assert second is first  # warm reuse
@@ -247,8 +256,10 @@ def test_worker_start_is_fast() -> None:
 
 
 def test_memory_fault_then_recovery(worker: SandboxWorker) -> None:
-    worker.load("def big(db):\n    return {'x': 'a' * 10**10}\n"
-                "def ok(db):\n    return {'status': 'success', 'message': ''}\n", {})
+    worker.load(
+        "def big(db):\n    return {'x': 'a' * 10**10}\ndef ok(db):\n    return {'status': 'success', 'message': ''}\n",
+        {},
+    )
     with pytest.raises(SandboxMemoryError):
         worker.call("big", {})
     assert worker.call("ok", {})["status"] == "success"

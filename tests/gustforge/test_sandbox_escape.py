@@ -55,8 +55,7 @@ STATIC = {
     "metaclass": ("class X(metaclass=abs):\n    pass", "metaclass"),
     "dunder_method": ("class X:\n    def __getattr__(self, n):\n        return n", "dunder name '__getattr__'"),
     "match_class_dunder": ("match db:\n    case dict(__class__=c):\n        pass", "'__class__'"),
-    "exception_traceback": ("try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame",
-                            "'__traceback__'"),
+    "exception_traceback": ("try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame", "'__traceback__'"),
     "async_def": ("async def f():\n    pass", "async functions"),
     "global_statement": ("global db2", "global statements"),
     "private_attribute": ("import json\njson._default_encoder", "underscore attribute '_default_encoder'"),
@@ -95,21 +94,35 @@ def test_child_rechecks_source_without_the_parent(worker: SandboxWorker) -> None
 
 
 RUNTIME = {
-    "json_codecs_open": ("import json\nreturn {'status': 'success', 'message': str(json.codecs.open)}",
-                         "AttributeError: module 'json' has no attribute 'codecs' in the sandbox"),
-    "datetime_sys": ("import datetime\nreturn {'status': 'success', 'message': str(datetime.sys)}",
-                     "AttributeError: module 'datetime' has no attribute 'sys' in the sandbox"),
-    "re_functools": ("import re\nreturn {'status': 'success', 'message': str(re.functools)}",
-                     "has no attribute 'functools' in the sandbox"),
-    "string_formatter": ("import string\nreturn {'status': 'success', 'message': str(string.Formatter)}",
-                         "has no attribute 'Formatter' in the sandbox"),
-    "random_system": ("import random\nreturn {'status': 'success', 'message': str(random.SystemRandom)}",
-                      "has no attribute 'SystemRandom' in the sandbox"),
-    "builtins_not_offered": ("return {'status': 'success', 'message': str(id(db))}",
-                             "NameError: name 'id' is not defined"),
+    "json_codecs_open": (
+        "import json\nreturn {'status': 'success', 'message': str(json.codecs.open)}",
+        "AttributeError: module 'json' has no attribute 'codecs' in the sandbox",
+    ),
+    "datetime_sys": (
+        "import datetime\nreturn {'status': 'success', 'message': str(datetime.sys)}",
+        "AttributeError: module 'datetime' has no attribute 'sys' in the sandbox",
+    ),
+    "re_functools": (
+        "import re\nreturn {'status': 'success', 'message': str(re.functools)}",
+        "has no attribute 'functools' in the sandbox",
+    ),
+    "string_formatter": (
+        "import string\nreturn {'status': 'success', 'message': str(string.Formatter)}",
+        "has no attribute 'Formatter' in the sandbox",
+    ),
+    "random_system": (
+        "import random\nreturn {'status': 'success', 'message': str(random.SystemRandom)}",
+        "has no attribute 'SystemRandom' in the sandbox",
+    ),
+    "builtins_not_offered": (
+        "return {'status': 'success', 'message': str(id(db))}",
+        "NameError: name 'id' is not defined",
+    ),
     "deep_recursion": ("def f(n):\n    return f(n + 1)\nreturn f(0)", "RecursionError"),
-    "module_proxy_alias": ("import json as j\nreturn {'status': 'success', 'message': str(j.scanner)}",
-                           "no attribute 'scanner'"),
+    "module_proxy_alias": (
+        "import json as j\nreturn {'status': 'success', 'message': str(j.scanner)}",
+        "no attribute 'scanner'",
+    ),
 }
 
 
@@ -133,11 +146,15 @@ def test_wall_limit_when_cpu_limit_is_generous() -> None:
             w.call("attack", {})
 
 
-@pytest.mark.parametrize("body", [
-    "x = 'a' * 10**10",
-    "x = [0] * 10**10",
-    "x = []\nwhile True:\n    x.append('a' * 10**6)",
-], ids=["string_bomb", "list_bomb", "growing_list"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = 'a' * 10**10",
+        "x = [0] * 10**10",
+        "x = []\nwhile True:\n    x.append('a' * 10**6)",
+    ],
+    ids=["string_bomb", "list_bomb", "growing_list"],
+)
 def test_memory_bombs(worker: SandboxWorker, body: str) -> None:
     worker.load(_tool(body), {})
     with pytest.raises(SandboxMemoryError):
@@ -153,8 +170,10 @@ def test_output_cannot_forge_protocol_lines(worker: SandboxWorker) -> None:
 
 def test_another_session_db_is_unreachable() -> None:
     secret = {"vault": {"key": "s3cr3t-value"}}
-    snoop = ("import json\nimport copy\nimport collections\n"
-             "return {'status': 'success', 'message': json.dumps([db, copy.deepcopy(db)])}")
+    snoop = (
+        "import json\nimport copy\nimport collections\n"
+        "return {'status': 'success', 'message': json.dumps([db, copy.deepcopy(db)])}"
+    )
     with SandboxWorker(FAST) as victim, SandboxWorker(FAST) as attacker:
         victim.load(_tool("return {'status': 'success', 'message': 'ok'}"), secret)
         attacker.load(_tool(snoop), {"mine": 1})

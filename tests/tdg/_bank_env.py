@@ -6,7 +6,7 @@ from data.models import GoldenTrace, ToolKind, ToolSchema, TraceCall, TraceStage
 from envgen.runtime import Environment
 from gustforge.hashing import content_hash
 
-TOOLS_SOURCE = '''
+TOOLS_SOURCE = """
 def get_user(db, user_id):
     user = db["users"].get(user_id)
     if user is None:
@@ -34,7 +34,7 @@ def get_balance(db, account_id):
     if account is None:
         return {"status": "error", "message": "no account " + account_id}
     return {"status": "success", "message": "ok", "balance": account["balance"]}
-'''
+"""
 
 _OK = {"status": {"type": "string", "enum": ["success", "error"]}, "message": {"type": "string"}}
 
@@ -51,15 +51,34 @@ def _schema(name: str, description: str, params: dict, kind: ToolKind, extra: di
 
 
 SCHEMAS = (
-    _schema("get_user", "Retrieve a user's profile by user ID.", {"user_id": {"type": "string"}}, ToolKind.READ,
-            {"user": {"type": "object"}}),
-    _schema("find_user", "Find a user's ID from their full name.", {"name": {"type": "string"}}, ToolKind.READ,
-            {"user_id": {"type": "string"}}),
-    _schema("add_balance", "Credit an amount to an account.",
-            {"account_id": {"type": "string"}, "amount": {"type": "integer", "minimum": 1}}, ToolKind.UPDATE,
-            {"balance": {"type": "integer"}}),
-    _schema("get_balance", "Read the balance of an account.", {"account_id": {"type": "string"}}, ToolKind.READ,
-            {"balance": {"type": "integer"}}),
+    _schema(
+        "get_user",
+        "Retrieve a user's profile by user ID.",
+        {"user_id": {"type": "string"}},
+        ToolKind.READ,
+        {"user": {"type": "object"}},
+    ),
+    _schema(
+        "find_user",
+        "Find a user's ID from their full name.",
+        {"name": {"type": "string"}},
+        ToolKind.READ,
+        {"user_id": {"type": "string"}},
+    ),
+    _schema(
+        "add_balance",
+        "Credit an amount to an account.",
+        {"account_id": {"type": "string"}, "amount": {"type": "integer", "minimum": 1}},
+        ToolKind.UPDATE,
+        {"balance": {"type": "integer"}},
+    ),
+    _schema(
+        "get_balance",
+        "Read the balance of an account.",
+        {"account_id": {"type": "string"}},
+        ToolKind.READ,
+        {"balance": {"type": "integer"}},
+    ),
 )
 
 DB = {
@@ -89,8 +108,15 @@ def build_trace(env: Environment, plan, *, trace_id: str = "t1") -> GoldenTrace:
             stages.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=session.db_hash()))
         final = session.db_hash()
     edges = sorted({(src.split(".")[0], n) for stage in plan for n, _, d, _ in stage for src in d.values()})
-    return GoldenTrace(trace_id=trace_id, env_id=env.env_id, graph_index=0, stages=tuple(stages),
-                       edges_used=tuple(edges), initial_db_hash=initial, final_db_hash=final)
+    return GoldenTrace(
+        trace_id=trace_id,
+        env_id=env.env_id,
+        graph_index=0,
+        stages=tuple(stages),
+        edges_used=tuple(edges),
+        initial_db_hash=initial,
+        final_db_hash=final,
+    )
 
 
 # find Ann (context: name) -> get_user (dependency: user_id) -> add_balance (dependency: account_id, context: amount)

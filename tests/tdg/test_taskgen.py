@@ -102,8 +102,9 @@ class TestWriteTaskLLM:
     def test_invalid_reply_is_quarantined_by_write_tasks(self, env, credit_trace):
         bad = {"user_query": "", "dialogue_history": "nope", "reasoning_chain": []}
         with FakeOpenAIServer(lambda req: {"content": json.dumps(bad)}) as server:
-            settings = LLMSettings(backend="openai", base_url=server.base_url, model="m", max_retries=0,
-                                   max_repair_rounds=0)
+            settings = LLMSettings(
+                backend="openai", base_url=server.base_url, model="m", max_retries=0, max_repair_rounds=0
+            )
             with LLMClient(settings) as client:
                 outcome = write_tasks([credit_trace], env, client=client, seed=0)
         assert outcome.records == ()

@@ -29,8 +29,12 @@ GOOD_CREDIT = [  # the golden trace of CREDIT_PLAN, one assistant turn per stage
     {"content": "Done: Ann's account now holds 15."},
 ]
 WRONG_PARALLEL = [  # right reads in one turn, wrong amount in the credit
-    {"tool_calls": [{"name": "get_user", "arguments": {"user_id": "u2"}},
-                    {"name": "get_balance", "arguments": {"account_id": "acc-9"}}]},
+    {
+        "tool_calls": [
+            {"name": "get_user", "arguments": {"user_id": "u2"}},
+            {"name": "get_balance", "arguments": {"account_id": "acc-9"}},
+        ]
+    },
     {"tool_calls": [{"name": "add_balance", "arguments": {"account_id": "acc-9", "amount": 3}}]},
     {"content": "Done."},
 ]
@@ -53,7 +57,7 @@ def records(env):
 
 
 def _teacher(server: FakeOpenAIServer, **kw) -> TeacherConfig:
-    return TeacherConfig(base_url=server.base_url, model="fake-model", backoff_base_s=0.0, **{"k": 3, **kw})
+    return TeacherConfig(base_url=server.base_url, backoff_base_s=0.0, **{"k": 3, "model": "fake-model", **kw})
 
 
 def _responder_by_task(scripts: dict[str, list[dict]]):
@@ -106,8 +110,10 @@ class TestSolvability:
 
     def test_value_from_an_earlier_output_counts(self, env):
         # account_id acc-7 is stated (not a dependency) but appears in get_user's output, one stage earlier
-        plan = [[("get_user", {"user_id": "u1"}, {}, ("user_id",))],
-                [("get_balance", {"account_id": "acc-7"}, {}, ("account_id",))]]
+        plan = [
+            [("get_user", {"user_id": "u1"}, {}, ("user_id",))],
+            [("get_balance", {"account_id": "acc-7"}, {}, ("account_id",))],
+        ]
         trace = build_trace(env, plan, trace_id="earlier")
         assert check_solvable(trace, TaskText(user_query="What is the balance of user u1?")).ok
         assert not check_solvable(trace, TaskText(user_query="What is the balance of user u2?")).ok
@@ -123,8 +129,10 @@ class TestScoring:
 
     def test_turn_rewards_and_trace_score(self, records):
         trace = records[1].trace  # stage 0: two parallel reads; stage 1: credit
-        reads = [ToolCall(name="get_balance", arguments={"account_id": "acc-9"}),
-                 ToolCall(name="get_user", arguments={"user_id": "u2", "verbose": True})]
+        reads = [
+            ToolCall(name="get_balance", arguments={"account_id": "acc-9"}),
+            ToolCall(name="get_user", arguments={"user_id": "u2", "verbose": True}),
+        ]
         credit = [ToolCall(name="add_balance", arguments={"account_id": "acc-9", "amount": 2})]
         perfect = score_attempt(trace, [reads, credit], trace.final_db_hash)
         assert perfect.turn_rewards == (1.0, 1.0) and perfect.trace_score == 1.0
@@ -151,15 +159,20 @@ class TestTeacher:
         assert offered == {s.name: s.parameters for s in env.schemas}
 
     def test_pass_at_k_is_the_fraction_of_perfect_attempts(self, env, records):
-        wrong = [*GOOD_CREDIT[:2], {"tool_calls": [{"name": "add_balance",
-                                                    "arguments": {"account_id": "acc-7", "amount": 50}}]}, GOOD_CREDIT[3]]
+        wrong = [
+            *GOOD_CREDIT[:2],
+            {"tool_calls": [{"name": "add_balance", "arguments": {"account_id": "acc-7", "amount": 50}}]},
+            GOOD_CREDIT[3],
+        ]
 
         def respond(request: dict) -> dict:
             turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1
             return (GOOD_CREDIT if request["seed"] % 4 == 0 else wrong)[turn]
 
-        with FakeOpenAIServer(respond) as server:
-            result = run_teacher(records[0], env, _teacher(server, k=4))
+        with FakeOpenAIServer(respond, model="listed-model") as server:
+            result = run_teacher(records[0], env, _teacher(server, k=4, model=None))
+            assert {r["model"] for r in server.requests} == {"listed-model"}  # taken from GET /v1/models
+            assert sorted({r["seed"] for r in server.requests}) == [0, 1, 2, 3]  # one request seed per attempt
         assert result.status == "passed" and result.pass_at_k == 0.25
         assert [a.trace_score for a in result.attempts] == [1.0, 0.5, 0.5, 0.5]  # 2 of 3 calls, DB differs
         assert result.attempts[1].turn_rewards == (1.0, 1.0, 0.0)
@@ -176,8 +189,40 @@ class TestTeacher:
             outcome = verify_tasks(records[:1], {"bank": env}, cfg)
             assert len(server.requests) == 3  # first try + 2 retries, then the task is given up
         assert outcome.kept == () and [q.reason for q in outcome.dropped] == ["teacher_error"]
-        assert "InternalServerError" in outcome.dropped[0].detail
+        assert "503" in outcome.dropped[0].detail and "after 2 retries" in outcome.dropped[0].detail
         assert outcome.report.dropped == {"teacher_error": 1}
+
+    def test_client_error_is_not_retried(self, env, records):
+        def respond(request: dict) -> dict:
+            raise FakeHTTPError(400, "bad request")
+
+        with FakeOpenAIServer(respond) as server:
+            result = run_teacher(records[0], env, _teacher(server, max_retries=3))
+            assert len(server.requests) == 1
+        assert result.status == "teacher_error" and result.pass_at_k is None and "400" in result.error
+
+    def test_agent_mistakes_become_error_observations(self, env, records):
+        script = [
+            {
+                "tool_calls": [
+                    {"name": "nope", "arguments": {}},
+                    {"name": "add_balance", "arguments": {"account_id": "acc-7", "amount": "five"}},
+                ]
+            },
+            *GOOD_CREDIT,
+        ]
+
+        def respond(request: dict) -> dict:
+            return script[sum(m["role"] == "assistant" for m in request["messages"]) - 1]
+
+        with FakeOpenAIServer(respond) as server:
+            result = run_teacher(records[0], env, _teacher(server, k=1))
+            observations = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+        assert "nope is not a valid tool" in observations[0]
+        assert json.loads(observations[1])["message"].startswith("invalid arguments")
+        # the golden calls came one turn late: no turn reward, but the DB ends right
+        assert result.status == "failed" and result.attempts[0].turn_rewards == (0.0, 0.0, 0.0)
+        assert result.attempts[0].db_match
 
     def test_transient_error_is_retried_then_passes(self, env, records):
         failed: list[int] = []
@@ -200,21 +245,30 @@ class TestSelection:
         client = LLMClient(LLMSettings())
         plans = {
             "credit": CREDIT_PLAN,
-            "credit2": [CREDIT_PLAN[0], CREDIT_PLAN[1], [("add_balance", {"account_id": "acc-7", "amount": 2},
-                                                         {"account_id": "get_user.user.account_id"}, ("amount",))]],
+            "credit2": [
+                CREDIT_PLAN[0],
+                CREDIT_PLAN[1],
+                [
+                    (
+                        "add_balance",
+                        {"account_id": "acc-7", "amount": 2},
+                        {"account_id": "get_user.user.account_id"},
+                        ("amount",),
+                    )
+                ],
+            ],
             "parallel": PARALLEL_PLAN,
         }
         records = []
         for trace_id, plan in plans.items():
             trace = build_trace(env, plan, trace_id=trace_id)
-            records.append(make_task_record(trace, write_task(trace, env, incoming_edges=(), client=client, seed=0),
-                                            env, seed=0))
+            records.append(
+                make_task_record(trace, write_task(trace, env, incoming_edges=(), client=client, seed=0), env, seed=0)
+            )
         order = [r.trace.trace_id for r in diversity_order(records)]
-        assert set(order[:2]) == {"parallel", order[0] if order[0] != "parallel" else order[1]}
-        assert order[2].startswith("credit") and {order[0], order[1]} & {"parallel"}
-        outcome = verify_tasks([*records, records[0]], {"bank": env, }, VerifyConfig(max_tasks_per_env=2))
-        assert len(outcome.kept) == 2
-        assert {r.trace.trace_id for r in outcome.kept} & {"parallel"}
+        assert "parallel" in order[:2] and order[2].startswith("credit")  # the repeated tool set goes last
+        outcome = verify_tasks([*records, records[0]], {"bank": env}, VerifyConfig(max_tasks_per_env=2))
+        assert {r.trace.trace_id for r in outcome.kept} == set(order[:2])
         assert sorted(q.reason for q in outcome.dropped) == ["duplicate", "env_cap"]
         assert outcome.report.inputs == 4 and outcome.report.balanced
 
@@ -222,6 +276,9 @@ class TestSelection:
         mute = records[1].model_copy(update={"task_id": "mute", "text": TaskText(user_query="do the thing")})
         lost = records[0].model_copy(update={"task_id": "lost", "env_id": "gone"})
         outcome = verify_tasks([mute, lost], {"bank": env})
-        assert sorted((q.item_id, q.reason) for q in outcome.dropped) == [("lost", "env_missing"), ("mute", "unsolvable")]
+        assert sorted((q.item_id, q.reason) for q in outcome.dropped) == [
+            ("lost", "env_missing"),
+            ("mute", "unsolvable"),
+        ]
         assert "u2" in next(q.detail for q in outcome.dropped if q.reason == "unsolvable")
         assert outcome.report.balanced and outcome.report.produced == 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -24,3 +26,13 @@ def prepared_sample(toucan_sample: Path) -> Prepared:
 @pytest.fixture(scope="session")
 def preview_dir(corpora_dir: Path) -> Path:
     return corpora_dir / "toucan"
+
+
+@pytest.fixture(scope="session")
+def toucan_factory(repo_root: Path) -> ModuleType:
+    """`bench/toucan.py` (the Toucan-shaped row generator), imported by path."""
+    spec = importlib.util.spec_from_file_location("bench_toucan", repo_root / "bench" / "toucan.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,124 @@
+"""End-to-end `gust build` on the bundled sample through Prefect: outputs, accounting, cache, stage edits, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from gustforge.config import BuildConfig, load_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.prefect]
+
+Built = tuple[BuildConfig, Any, dict[str, str], list[bytes]]
+
+
+def _run(cfg: BuildConfig) -> tuple[Any, dict[str, str]]:
+    """Run the build flow; return its summary and {task run name: state name}."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    from flows.build import build_flow, _storage
+    from flows.runners import make_task_runner
+
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    with _storage(cfg):
+        state = build_flow.with_options(task_runner=make_task_runner(cfg.runner))(cfg, return_state=True)
+    summary = state.result()
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+        )
+    return summary, {run.name: run.state.name for run in runs}
+
+
+@pytest.fixture(scope="module")
+def first_build(prefect_server: None, tmp_path_factory: pytest.TempPathFactory) -> Built:
+    cfg = load_config(None, [], out=tmp_path_factory.mktemp("build"))
+    summary, states = _run(cfg)
+    return cfg, summary, states, _parquet_bytes(cfg.out)
+
+
+def _parquet_bytes(out: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted((out / "gust").rglob("*.parquet"))]
+
+
+def test_build_writes_envs_dataset_and_accounting(first_build: Built) -> None:
+    cfg, summary, states, _ = first_build
+    out = cfg.out
+    envs = sorted(p for p in (out / "envs").iterdir() if p.is_dir())
+    assert envs, "no environment was built"
+    for env in envs:
+        for name in ("manifest.json", "schemas.json", "db.json", "tools.py", "tests.py", "test_report.json"):
+            assert (env / name).is_file(), f"{env.name} lacks {name}"
+    quarantine = [json.loads(line) for line in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert quarantine and all(q["reason"] and q["stage"] for q in quarantine)
+    ingest, envgen = summary.stages["ingest"], summary.stages["envgen"]
+    assert ingest.produced == envgen.inputs
+    assert envgen.produced == len(envs)
+    assert len(quarantine) == sum(ingest.dropped.values()) + sum(envgen.dropped.values())
+    for stage, report in summary.stages.items():
+        assert report.balanced, stage
+        assert (out / "reports" / f"{stage}.jsonl").is_file() or stage == "ingest"
+    frame = pd.concat(pd.read_parquet(p) for p in sorted((out / "gust").rglob("*.parquet")))
+    assert len(frame) == summary.gust_rows > 0
+    assert set(frame["teacher_status"]) == {"not_run"} and frame["pass_at_k"].isna().all()
+    assert frame["replay_ok"].all()
+    assert (out / "gust" / "README.md").is_file() and (out / "gust" / "stats.png").is_file()
+    assert json.loads((out / "run_summary.json").read_text())["teacher"] == "not run"
+    assert json.loads((out / "config.json").read_text())["seed"] == cfg.seed
+    assert all(state == "Completed" for state in states.values()), states
+
+
+def test_unchanged_rerun_does_no_stage_work(first_build: Built) -> None:
+    cfg, summary, _, _ = first_build
+    before = _parquet_bytes(cfg.out)
+    again, states = _run(cfg)
+    work = {name: state for name, state in states.items() if name.startswith(("ingest", "envgen", "tdg", "sample",
+            "reconstruct", "tasks", "verify", "export"))}  # fmt: skip
+    assert work and all(state == "Cached" for state in work.values()), work
+    assert again.gust_rows == summary.gust_rows and _parquet_bytes(cfg.out) == before
+
+
+def test_editing_verify_config_reruns_only_verify_and_export(first_build: Built) -> None:
+    cfg, _, _, _ = first_build
+    edited = cfg.model_copy(update={"verify": cfg.verify.model_copy(update={"max_tasks_per_env": 1})})
+    summary, states = _run(edited)
+    for name, state in states.items():
+        stage = name.split("-")[0]
+        if stage in {"ingest", "envgen", "tdg", "sample", "reconstruct", "tasks"}:
+            assert state == "Cached", (name, state)
+        elif stage in {"verify", "export"}:
+            assert state == "Completed", (name, state)
+    frame = pd.concat(pd.read_parquet(p) for p in sorted((cfg.out / "gust").rglob("*.parquet")))
+    assert frame.groupby("env_id").size().max() == 1 and len(frame) == summary.gust_rows
+
+
+def test_killed_build_resumes_to_identical_dataset(first_build: Built,
+                                                   tmp_path: Path) -> None:  # fmt: skip
+    from prefect.settings import PREFECT_API_URL
+
+    _, _, _, reference_bytes = first_build
+    out = tmp_path / "killed"
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    command = [sys.executable, "-m", "flows.cli", "build", "--out", str(out)]
+    victim = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while not (out / "work" / "sample.jsonl").exists() and victim.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert not (out / "gust").exists() or not list((out / "gust").rglob("*.parquet")), "killed too late to test"
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert _parquet_bytes(out) == reference_bytes
+    rows = pd.concat(pd.read_parquet(p) for p in sorted((out / "gust").rglob("*.parquet")))
+    assert rows["task_id"].is_unique

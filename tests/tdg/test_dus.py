@@ -1,0 +1,149 @@
+"""Dynamic Unlocking Sampling: topological validity, k <= N, determinism, coverage, random-walk baseline."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from data.models import Skeleton
+from gustforge.errors import InputError, TDGCycleError
+from tdg.dus import random_walk_skeleton, sample_skeleton, sample_skeletons_for_coverage, skeleton_tools
+
+
+@st.composite
+def _dags(draw: st.DrawFn) -> nx.DiGraph:
+    n = draw(st.integers(1, 14))
+    g = nx.DiGraph()
+    g.add_nodes_from(f"t{i:02d}" for i in range(n))
+    for i in range(n):
+        for j in range(i + 1, n):
+            if draw(st.booleans()) and draw(st.booleans()):
+                g.add_edge(f"t{i:02d}", f"t{j:02d}")
+    # relabel with a drawn permutation so name order is not the topological order
+    perm = draw(st.permutations(sorted(g.nodes)))
+    return nx.relabel_nodes(g, dict(zip(sorted(g.nodes), perm, strict=True)))
+
+
+def _assert_unlocked_in_order(dag: nx.DiGraph, skeleton: Skeleton) -> None:
+    done: set[str] = set()
+    for stage in skeleton.stages:
+        for tool in stage:
+            assert set(dag.predecessors(tool)) <= done, f"{tool} ran before its predecessors"
+        done |= set(stage)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_dags(), st.integers(1, 4), st.integers(1, 8), st.integers(0, 2**31))
+def test_dus_properties(dag: nx.DiGraph, n: int, max_stages: int, seed: int) -> None:
+    skeleton = sample_skeleton(dag, max_parallel=n, max_stages=max_stages, seed=seed, env_id="e", graph_index=0)
+    _assert_unlocked_in_order(dag, skeleton)
+    assert 1 <= len(skeleton.stages) <= max_stages
+    assert all(1 <= len(stage) <= n for stage in skeleton.stages)
+    tools = [t for stage in skeleton.stages for t in stage]
+    assert len(tools) == len(set(tools))
+    # k = min(|Q|, N): a stage below N tools emptied the ready queue, so it held every ready tool.
+    assert sample_skeleton(dag, max_parallel=n, max_stages=max_stages, seed=seed, env_id="e", graph_index=0) == skeleton
+
+
+def test_stage_size_is_min_of_queue_and_n() -> None:
+    dag = nx.DiGraph()
+    dag.add_nodes_from(["a", "b", "c", "d", "e"])
+    dag.add_edges_from([("a", "x"), ("b", "x"), ("c", "x"), ("d", "x"), ("e", "x")])
+    skeleton = sample_skeleton(dag, max_parallel=2, max_stages=10, seed=3)
+    assert [len(s) for s in skeleton.stages] == [2, 2, 1, 1]
+    assert skeleton.stages[-1] == ("x",)
+
+
+def test_chain_is_walked_in_order() -> None:
+    dag = nx.path_graph(["a", "b", "c", "d"], create_using=nx.DiGraph)
+    assert sample_skeleton(dag, max_parallel=3, max_stages=10, seed=0).stages == (("a",), ("b",), ("c",), ("d",))
+    assert sample_skeleton(dag, max_parallel=3, max_stages=2, seed=0).stages == (("a",), ("b",))
+
+
+def test_edgeless_graph_gives_single_stage_skeletons() -> None:
+    dag = nx.DiGraph()
+    dag.add_nodes_from(["a", "b", "c", "d", "e"])
+    for seed in range(10):
+        skeleton = sample_skeleton(dag, max_parallel=3, max_stages=5, seed=seed)
+        assert len(skeleton.stages) == 1 and len(skeleton.stages[0]) == 3
+
+
+def test_partly_unlocked_join_keeps_sampling_roots() -> None:
+    dag = nx.DiGraph([("a", "j"), ("b", "j")])
+    dag.add_node("z")
+    for seed in range(20):
+        skeleton = sample_skeleton(dag, max_parallel=1, max_stages=10, seed=seed)
+        if skeleton.stages[0] in (("a",), ("b",)):
+            assert ("j",) in skeleton.stages  # the other parent was still sampled to unlock the join
+
+
+def test_weights_steer_choice() -> None:
+    dag = nx.DiGraph()
+    dag.add_nodes_from(["a", "b", "c", "d"])
+    picks = [sample_skeleton(dag, max_parallel=1, seed=s, weights={"d": 1000.0}).stages[0] for s in range(30)]
+    assert picks.count(("d",)) >= 27
+
+
+def test_graph_attrs_and_errors() -> None:
+    dag = nx.DiGraph([("a", "b")], env_id="env1", graph_index=2)
+    skeleton = sample_skeleton(dag, seed=1)
+    assert (skeleton.env_id, skeleton.graph_index, skeleton.seed) == ("env1", 2, 1)
+    with pytest.raises(TDGCycleError):
+        sample_skeleton(nx.DiGraph([("a", "b"), ("b", "a")]))
+    with pytest.raises(InputError):
+        sample_skeleton(dag, max_parallel=0)
+
+
+class TestCoverage:
+    def _env_dags(self) -> list[nx.DiGraph]:
+        full = nx.DiGraph([("r1", "a"), ("a", "b"), ("b", "c"), ("r2", "d"), ("d", "e"), ("r3", "f")], graph_index=0)
+        full.add_nodes_from(["g", "h"])
+        lean = nx.DiGraph([("r1", "a"), ("r2", "d")], graph_index=1)
+        lean.add_nodes_from(full.nodes)
+        return [full, lean]
+
+    def test_reaches_full_coverage(self) -> None:
+        result = sample_skeletons_for_coverage(self._env_dags(), env_id="e", max_skeletons=20, max_parallel=2,
+                                               max_stages=5, seed=0)  # fmt: skip
+        assert result.coverage == 1.0 and result.total == 11
+        assert set(result.covered) == set().union(*(skeleton_tools(s) for s in result.skeletons))
+        assert {s.graph_index for s in result.skeletons} == {0, 1}
+        keys = [(s.graph_index, s.stages) for s in result.skeletons]
+        assert len(keys) == len(set(keys))
+
+    def test_bias_beats_unbiased_sampling(self) -> None:
+        dags = self._env_dags()
+        biased = sample_skeletons_for_coverage(dags, env_id="e", max_skeletons=3, max_parallel=2, max_stages=5,
+                                               target_coverage=1.0, seed=0)  # fmt: skip
+        unbiased = set()
+        for i in range(3):
+            unbiased |= skeleton_tools(sample_skeleton(dags[i % 2], max_parallel=2, max_stages=5, seed=i))
+        assert len(biased.covered) >= len(unbiased)
+
+    def test_stops_at_target_and_is_deterministic(self) -> None:
+        dags = self._env_dags()
+        half = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5)
+        assert half.coverage >= 0.3 and len(half.skeletons) == 1
+        again = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5)
+        assert again == half
+
+    def test_min_skeletons_and_patience(self) -> None:
+        chain = nx.path_graph(["a", "b"], create_using=nx.DiGraph)
+        result = sample_skeletons_for_coverage([chain], env_id="e", min_skeletons=5, patience=3, seed=0)
+        assert len(result.skeletons) == 1  # only one distinct skeleton exists; duplicates are not kept
+        assert result.coverage == 1.0
+
+    def test_empty_environment(self) -> None:
+        result = sample_skeletons_for_coverage([], env_id="e")
+        assert result.skeletons == () and result.coverage == 1.0
+
+
+def test_random_walk_follows_edges_one_tool_per_stage() -> None:
+    dag = nx.DiGraph([("a", "b"), ("b", "c"), ("a", "c"), ("c", "d")])
+    for seed in range(20):
+        walk = random_walk_skeleton(dag, max_len=3, seed=seed, env_id="e", graph_index=0)
+        tools = [stage[0] for stage in walk.stages]
+        assert all(len(stage) == 1 for stage in walk.stages) and 1 <= len(tools) <= 3
+        assert all(dag.has_edge(u, v) for u, v in zip(tools, tools[1:], strict=False))

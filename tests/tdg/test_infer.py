@@ -1,0 +1,196 @@
+"""TDG inference: known dependencies on hand-written toolsets, flows, the LLM judge (offline and over HTTP)."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from data.graphs import EdgeType
+from data.models import ToolKind
+from gustforge.errors import InputError, RegistryError
+from gustforge.llm import LLMClient, LLMSettings
+from tdg.fields import evidence_is_executable, parse_evidence
+from tdg.infer import build_graphs, candidate_pairs, flow_specs, infer_edges, infer_graph, select_flow
+from tdg.sanitize import sanitize_to_dag
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.tdg._tdg_toolsets import (
+    LIBRARY_PLAUSIBLE,
+    LIBRARY_REQUIRED,
+    SHOP_ENV,
+    TINY_ENV,
+    TINY_PLAUSIBLE,
+    TINY_REQUIRED,
+    library_tools,
+    load_db,
+    load_schemas,
+    tool,
+)
+
+
+def _precision_recall(edges: set[tuple[str, str]], required: set, plausible: set) -> tuple[float, float]:
+    precision = len(edges & (required | plausible)) / len(edges) if edges else 0.0
+    return precision, len(edges & required) / len(required)
+
+
+def _env(env_dir, env_id="env") -> SimpleNamespace:
+    return SimpleNamespace(env_id=env_id, schemas=load_schemas(env_dir), initial_db=load_db(env_dir))
+
+
+class TestDeterministicInferer:
+    # Thresholds: on clean, typed schemas every true dependency is an ID flow that name/entity matching sees, so
+    # recall must be complete; precision may lose at most one spurious edge per ~10 (foreign-key look-ups the
+    # labels call plausible are allowed, echoes of mutations are not).
+    def test_library_precision_recall(self) -> None:
+        g = infer_graph(library_tools())
+        precision, recall = _precision_recall(set(g.edges), LIBRARY_REQUIRED, LIBRARY_PLAUSIBLE)
+        assert recall == 1.0
+        assert precision >= 0.9
+
+    def test_opaque_responses_are_completed_from_db_record_shapes(self) -> None:
+        with_db = infer_graph(load_schemas(TINY_ENV), db=load_db(TINY_ENV))
+        precision, recall = _precision_recall(set(with_db.edges), TINY_REQUIRED, TINY_PLAUSIBLE)
+        assert recall == 1.0 and precision >= 0.9
+        without_db = infer_graph(load_schemas(TINY_ENV))
+        assert all(d["type"] == "semantic" for *_, d in without_db.edges(data=True))
+
+    def test_parameter_evidence_names_real_fields(self) -> None:
+        g = infer_graph(library_tools())
+        params = [(u, v, d) for u, v, d in g.edges(data=True) if d["type"] == "parameter"]
+        assert params
+        for u, v, d in params:
+            ok, detail = evidence_is_executable(d["evidence"], u, v, g.nodes[u]["response"], g.nodes[v]["parameters"])
+            assert ok, detail
+            assert 0 < d["confidence"] <= 1
+
+    def test_known_evidence_string(self) -> None:
+        g = infer_graph(library_tools())
+        assert g.edges["list_members", "checkout_book"]["evidence"] == (
+            "list_members.response.members[].member_id -> checkout_book.member_id"
+        )
+
+    def test_mutation_echo_and_new_record_id_are_not_dependencies(self) -> None:
+        g = infer_graph(library_tools())
+        assert not g.has_edge("return_book", "renew_loan")  # delete echoing loan_id back to an update
+        assert not g.has_edge("renew_loan", "checkout_book")  # update feeding the create of its own entity
+
+    def test_foreign_key_edge_ranks_below_primary_key_edge(self) -> None:
+        g = infer_graph(library_tools())
+        assert g.edges["checkout_book", "get_book"]["confidence"] < g.edges["get_book", "checkout_book"]["confidence"]
+
+    def test_semantic_edges_follow_verb_order_between_adjacent_levels(self) -> None:
+        S = {"type": "string"}
+        tools = [
+            tool("add_note", ToolKind.CREATE, "notes", {"text": S}, ["text"]),
+            tool("list_notes", ToolKind.READ, "notes", {}, []),
+            tool("archive_note", ToolKind.UPDATE, "notes", {"title": S}, ["title"]),
+            tool("purge_notes", ToolKind.DELETE, "notes", {}, []),
+        ]
+        g = infer_graph(tools)
+        assert set(g.edges) == {("add_note", "list_notes"), ("list_notes", "archive_note"),
+                                ("archive_note", "purge_notes")}  # fmt: skip
+        assert {d["type"] for *_, d in g.edges(data=True)} == {"semantic"}
+
+    def test_isolated_tool_has_no_edges(self) -> None:
+        g = infer_graph(library_tools())
+        assert g.degree("get_weather") == 0
+        assert set(g.nodes["get_weather"]) >= {"description", "parameters", "response", "kind", "entity"}
+
+    def test_errors(self) -> None:
+        tools = library_tools()
+        with pytest.raises(InputError, match="duplicate"):
+            infer_edges(tools + tools[:1])
+        with pytest.raises(RegistryError, match="deterministic"):
+            infer_edges(tools, inferer="nope")
+        edges = infer_edges(tools)
+        with pytest.raises(InputError, match="flow_variant"):
+            select_flow(tools, edges, flow_variant=len(flow_specs(tools, edges, seed=0)), seed=0)
+
+
+class TestBuildGraphs:
+    def test_distinct_flows_with_indices(self) -> None:
+        graphs = build_graphs(_env(SHOP_ENV, "shop"), n_graphs=3)
+        assert [g.graph["graph_index"] for g in graphs] == list(range(len(graphs)))
+        assert 2 <= len(graphs) <= 3
+        edge_sets = [frozenset(g.edges) for g in graphs]
+        assert len(set(edge_sets)) == len(edge_sets)
+        assert all(g.graph["env_id"] == "shop" and set(g.nodes) == set(graphs[0].nodes) for g in graphs)
+        assert graphs[0].graph["flow"] == "full"
+        assert all(set(g.edges) <= set(graphs[0].edges) for g in graphs[1:])  # every flow is a sub-flow
+
+    def test_deterministic(self) -> None:
+        first = build_graphs(_env(SHOP_ENV), n_graphs=3, seed=7)
+        second = build_graphs(_env(SHOP_ENV), n_graphs=3, seed=7)
+        assert [nx.node_link_data(g, edges="edges") for g in first] == [
+            nx.node_link_data(g, edges="edges") for g in second
+        ]
+
+    def test_edgeless_env_gives_one_graph(self) -> None:
+        S = {"type": "string"}
+        env = SimpleNamespace(env_id="misc", initial_db={}, schemas=[
+            tool("get_time", ToolKind.READ, None, {"zone": S}, ["zone"], time=S),
+            tool("roll_dice", ToolKind.ACTION, None, {"sides": {"type": "integer"}}, ["sides"], value=S),
+        ])  # fmt: skip
+        graphs = build_graphs(env, n_graphs=3)
+        assert len(graphs) == 1 and graphs[0].number_of_edges() == 0
+
+
+class TestLLMInferer:
+    def test_candidate_pruning(self) -> None:
+        tools = library_tools()
+        pairs = candidate_pairs(tools)
+        assert len(pairs) < len(tools) * (len(tools) - 1) / 2
+        assert all("get_weather" not in (a.name, b.name) for a, b, _ in pairs)
+        judged = {(a.name, b.name) for a, b, _ in pairs}
+        assert LIBRARY_REQUIRED <= judged
+
+    def test_offline_judge_matches_deterministic_parameter_edges(self) -> None:
+        tools = library_tools()
+        llm = {(e.src, e.dst, e.evidence) for e in infer_edges(tools, inferer="llm") if e.type is EdgeType.PARAMETER}
+        det = {(e.src, e.dst, e.evidence) for e in infer_edges(tools) if e.type is EdgeType.PARAMETER}
+        assert llm == det
+
+    def test_judge_over_http_and_hallucinated_evidence_is_sanitized(self) -> None:
+        tools = library_tools()
+
+        def responder(request: dict[str, Any]) -> dict[str, Any]:
+            user = request["messages"][-1]["content"]
+            a, b = re.findall(r'"name": "(\w+)"', user)[:2]
+            if (a, b) == ("search_books", "get_book"):
+                verdict = {
+                    "edge": True,
+                    "type": "parameter",
+                    "confidence": 0.95,
+                    "evidence": "search_books.response.books[].book_id -> get_book.book_id",
+                }
+            elif (a, b) == ("list_members", "checkout_book"):  # names a field that does not exist
+                verdict = {
+                    "edge": True,
+                    "type": "parameter",
+                    "confidence": 0.9,
+                    "evidence": "list_members.response.members[].card_no -> checkout_book.member_id",
+                }
+            elif (a, b) == ("checkout_book", "return_book"):
+                verdict = {"edge": True, "type": "semantic", "confidence": 0.6, "evidence": "borrow before return"}
+            else:
+                verdict = {"edge": False, "type": "none", "confidence": 0.8, "evidence": ""}
+            return {"content": json.dumps(verdict)}
+
+        with FakeOpenAIServer(responder) as server:
+            settings = LLMSettings(backend="openai", base_url=server.base_url, model="fake-model", max_retries=0)
+            with LLMClient(settings) as client:
+                g = infer_graph(tools, inferer="llm", client=client)
+            assert len(server.requests) == len(candidate_pairs(tools))
+        assert set(g.edges) == {("search_books", "get_book"), ("list_members", "checkout_book"),
+                                ("checkout_book", "return_book")}  # fmt: skip
+        assert g.edges["checkout_book", "return_book"]["type"] == "semantic"
+        result = sanitize_to_dag(g)
+        assert [(r.src, r.dst, r.reason) for r in result.removed] == [
+            ("list_members", "checkout_book", "non_executable")
+        ]
+        assert "card_no" in result.removed[0].detail
+        assert parse_evidence(result.dag.edges["search_books", "get_book"]["evidence"])[0].param == "book_id"

@@ -1,0 +1,179 @@
+"""Inverse context reconstruction on real sandboxed environments (hand-written fixtures)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import networkx as nx
+import pytest
+
+from data.models import Skeleton
+from envgen.runtime import Environment
+from gustforge.hashing import canonical_json
+from tdg.dus import sample_skeleton, sample_skeletons_for_coverage
+from tdg.infer import build_graphs
+from tdg.reconstruct import SkeletonFailed, reconstruct_all, reconstruct_trace, trace_id_for
+from tdg.sanitize import sanitize_to_dag
+from tests.tdg._tdg_toolsets import SHOP_ENV, TINY_ENV, load_db, load_schemas
+
+
+def _shop(tools_source: str | None = None) -> Environment:
+    source = tools_source if tools_source is not None else (SHOP_ENV / "tools.py").read_text()
+    return Environment.from_parts("shop", load_schemas(SHOP_ENV), load_db(SHOP_ENV), source)
+
+
+def _dags(env: Environment) -> list[nx.DiGraph]:
+    return [sanitize_to_dag(g).dag for g in build_graphs(env, n_graphs=3)]
+
+
+def _value_at(output: Any, path: str) -> Any:
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", path):
+        output = output[name] if name else output[int(index)]
+    return output
+
+
+@pytest.fixture(scope="module")
+def shop_run() -> tuple[Environment, list[nx.DiGraph], list[Skeleton], Any]:
+    env = _shop()
+    dags = _dags(env)
+    coverage = sample_skeletons_for_coverage(dags, env_id=env.env_id, min_skeletons=6, max_skeletons=8, seed=3)
+    return env, dags, list(coverage.skeletons), reconstruct_all(env, dags, coverage.skeletons, seed=11)
+
+
+class TestReconstructAll:
+    def test_accounting_and_coverage(self, shop_run) -> None:
+        env, _, skeletons, result = shop_run
+        assert result.report.balanced and result.report.inputs == len(skeletons) >= 3
+        assert result.report.produced >= len(skeletons) - 1
+        called = {c.name for t in result.traces for s in t.stages for c in s.calls}
+        assert called == set(env.tool_names)
+
+    def test_replay_on_fresh_session_is_byte_identical(self, shop_run) -> None:
+        env, _, _, result = shop_run
+        with env.session() as session:
+            for trace in result.traces:
+                session.reset()
+                assert session.db_hash() == trace.initial_db_hash
+                for stage in trace.stages:
+                    assert session.db_hash() == stage.db_hash_before
+                    for call in stage.calls:
+                        assert canonical_json(session.call(call.name, call.arguments)) == canonical_json(call.output)
+                    assert session.db_hash() == stage.db_hash_after
+                assert session.db_hash() == trace.final_db_hash
+
+    def test_dependency_args_come_from_earlier_predecessor_outputs(self, shop_run) -> None:
+        _, dags, _, result = shop_run
+        n_dependency = 0
+        for trace in result.traces:
+            dag = dags[trace.graph_index]
+            outputs: dict[str, Any] = {}
+            for stage in trace.stages:
+                for call in stage.calls:
+                    for arg, source in call.dependency_args.items():
+                        tool, path = source.split(".", 1)
+                        assert tool in outputs and dag.has_edge(tool, call.name)
+                        assert _value_at(outputs[tool], path) == call.arguments[arg]
+                        n_dependency += 1
+                    assert not set(call.dependency_args) & set(call.context_args)
+                    assert set(call.dependency_args) | set(call.context_args) == set(call.arguments)
+                for call in stage.calls:
+                    outputs[call.name] = call.output
+        assert n_dependency >= 3
+
+    def test_context_args_come_from_db_or_schema(self, shop_run) -> None:
+        env, _, _, result = shop_run
+        db_text = canonical_json(env.initial_db)
+        for call in (c for t in result.traces for s in t.stages for c in s.calls):
+            props = env.schema(call.name).parameters["properties"]
+            for arg in call.context_args:
+                value = call.arguments[arg]
+                if "enum" in props[arg]:
+                    assert value in props[arg]["enum"]
+                elif isinstance(value, str):
+                    assert canonical_json(value) in db_text  # e.g. city names, user ids
+                else:
+                    assert props[arg]["minimum"] <= value <= props[arg]["maximum"]
+
+    def test_trace_ids_are_content_hashes_and_runs_are_deterministic(self, shop_run) -> None:
+        env, dags, skeletons, result = shop_run
+        for trace in result.traces:
+            assert trace.trace_id == trace_id_for(env.env_id, trace.graph_index, trace.stages, trace.initial_db_hash)
+            assert trace.edges_used and all(dags[trace.graph_index].has_edge(u, v) for u, v in trace.edges_used)
+        again = reconstruct_all(env, dags, skeletons, seed=11)
+        assert again.traces == result.traces
+
+
+def test_env_without_edges_yields_single_stage_traces() -> None:
+    env = _shop()
+    dag = nx.DiGraph(env_id="shop", graph_index=0)
+    dag.add_nodes_from(env.tool_names)
+    skeletons = [sample_skeleton(dag, max_parallel=3, seed=s) for s in range(4)]
+    assert all(len(s.stages) == 1 for s in skeletons)
+    result = reconstruct_all(env, [dag], skeletons, seed=0)
+    assert result.report.produced == len({s.stages for s in skeletons})
+    assert all(len(t.stages) == 1 and not t.edges_used for t in result.traces)
+    assert all(not c.dependency_args for t in result.traces for c in t.stages[0].calls)
+
+
+def test_a_raising_tool_drops_only_its_skeletons() -> None:
+    source = (
+        (SHOP_ENV / "tools.py")
+        .read_text()
+        .replace(
+            "def get_weather(db, city):\n", 'def get_weather(db, city):\n    raise ValueError("weather service down")\n'
+        )
+    )
+    env = _shop(source)
+    dags = _dags(env)
+    with_weather = Skeleton(env_id="shop", graph_index=0, stages=(("get_weather", "list_users"),), seed=0)
+    without = Skeleton(env_id="shop", graph_index=0, stages=(("list_products", "list_users"), ("create_order",)),
+                       seed=0)  # fmt: skip
+    result = reconstruct_all(env, dags, [with_weather, without], seed=0)
+    assert [q.reason for q in result.quarantine] == ["tool_error:get_weather"]
+    assert "ValueError" in result.quarantine[0].detail
+    assert [t.stages[-1].calls[0].name for t in result.traces] == ["create_order"]
+    assert result.report.dropped == {"tool_error": 1} and result.report.balanced
+
+
+def test_bad_skeletons_are_quarantined_with_reasons() -> None:
+    env = _shop()
+    dags = _dags(env)
+    bad = [
+        Skeleton(env_id="shop", graph_index=0, stages=(("no_such_tool",),), seed=0),
+        Skeleton(env_id="shop", graph_index=0, stages=(("list_users",), ("list_users",)), seed=0),
+        Skeleton(env_id="shop", graph_index=9, stages=(("list_users",),), seed=0),
+        Skeleton(env_id="shop", graph_index=0, stages=(("list_users",),), seed=0),
+        Skeleton(env_id="shop", graph_index=0, stages=(("list_users",),), seed=1),  # same trace again
+    ]
+    result = reconstruct_all(env, dags, bad, seed=0)
+    assert [q.reason for q in result.quarantine] == [
+        "unknown_tool:no_such_tool",
+        "repeated_tool",
+        "unknown_graph",
+        "duplicate_trace",
+    ]
+    assert len(result.traces) == 1 and result.report.balanced
+
+
+def test_state_constraints_are_met_by_redrawing_arguments() -> None:
+    # tiny_env: update_order_status only allows the next status, cancel_order only pending/processing orders.
+    env = Environment.load(TINY_ENV)
+    dag = _dags(env)[0]
+    skeleton = sample_skeleton(dag, max_parallel=3, max_stages=6, seed=0)
+    assert [t for s in skeleton.stages for t in s] == ["list_orders", "get_order", "update_order_status",
+                                                       "cancel_order"]  # fmt: skip
+
+    def produced(tries: int) -> int:
+        count = 0
+        with env.session() as session:
+            for seed in range(8):
+                try:
+                    reconstruct_trace(env, dag, skeleton, seed=seed, tries=tries, session=session)
+                    count += 1
+                except SkeletonFailed as exc:
+                    assert exc.reason.startswith("tool_error:")
+        return count
+
+    single, redrawn = produced(1), produced(6)
+    assert redrawn >= 6 and redrawn > single

@@ -1,0 +1,139 @@
+"""compute_score: the reward-components contract on GUST rows (HierR + judge + TARA + state) and SLCA preview rows."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.trainer.gust_task import GOLD_STAGES, TINY_ENV, make_task, rollout
+from trainer.compute_score import compute_score, compute_score_async, config_from_kwargs
+from trainer.convert import gust_row, load_env_schemas, toucan_row
+from trainer.rewards import COMPONENT_KEYS, decode_turn_rewards
+from trainer.rewards.score import FINAL_HASH_KEY, TURN_CALLS_KEY
+
+FINAL = "Order ORD-1001 is now processing and ORD-1003 was cancelled as you asked, all done."
+
+
+@pytest.fixture(scope="module")
+def gust_gt():
+    task = make_task()
+    row = gust_row(task, load_env_schemas(TINY_ENV), env_dir=str(TINY_ENV), index=0)
+    return row.reward_model.ground_truth.model_dump(mode="json")
+
+
+@pytest.fixture(scope="module")
+def previews(corpora_dir):
+    path = corpora_dir / "toucan" / "toucan_toolcall_rl.preview.jsonl"
+    return [json.loads(line) for line in path.open()]
+
+
+def _check_contract(out):
+    assert tuple(out) == COMPONENT_KEYS
+    assert out["score"] == pytest.approx(out["r_tool"] + out["r_sum"])
+    json.dumps(out)  # JSON-able
+
+
+def test_perfect_gust_rollout(gust_gt):
+    out = compute_score("gust", rollout(GOLD_STAGES, FINAL), gust_gt, {})
+    _check_contract(out)
+    assert out["r_tool"] == pytest.approx(1.0)
+    assert (out["omission"], out["judge"], out["state_checked"], out["state_match"]) == (0, "heuristic", 1, 1.0)
+    assert decode_turn_rewards(out["turn_rewards"]) == [1.0, 1.0]
+    assert (out["turn_count"], out["agent_turns"], out["gold_call_count"], out["pred_call_count"]) == (2, 3, 3, 3)
+
+
+def test_wrong_second_turn(gust_gt):
+    turns = [GOLD_STAGES[0], [GOLD_STAGES[1][0], ("cancel_order", {"order_id": "ORD-1002"})]]
+    out = compute_score("gust", rollout(turns, FINAL), gust_gt, {})
+    assert decode_turn_rewards(out["turn_rewards"]) == [1.0, 0.0]
+    assert out["state_match"] == 0.0
+    # S_name = 1 (same names), S_key = 1, S_val = (1 + 1 + 0) / 3, S_par = 1, S_fmt = 1
+    assert out["r_tool"] == pytest.approx(0.10 + 0.25 + 0.15 + 0.20 * 2 / 3 + 0.30)
+
+
+def test_omission_guard(gust_gt):
+    out = compute_score("gust", "I think order ORD-1001 is fine, no need to check anything.", gust_gt, {})
+    _check_contract(out)
+    assert (out["score"], out["r_tool"], out["r_sum"], out["omission"]) == (-0.5, 0.0, -0.5, 1)
+    assert out["judge"] == "none" and out["s_name"] == 0.0
+    assert decode_turn_rewards(out["turn_rewards"]) == [0.0, 0.0]
+    assert (out["state_checked"], out["state_match"]) == (1, 0.0)
+
+
+def test_think_only_calls_trigger_the_guard(gust_gt):
+    sol = "<think>" + rollout(GOLD_STAGES, "") + "</think>" + FINAL
+    assert compute_score("gust", sol, gust_gt, {})["omission"] == 1
+
+
+def test_agent_loop_record_is_preferred(gust_gt):
+    recorded = json.dumps([[{"name": n, "arguments": a} for n, a in stage] for stage in GOLD_STAGES] + [[]])
+    out = compute_score("gust", "garbled text <tool_call>", gust_gt, {TURN_CALLS_KEY: recorded})
+    assert decode_turn_rewards(out["turn_rewards"]) == [1.0, 1.0]
+    assert out["agent_turns"] == 3 and out["state_match"] == 1.0
+
+
+def test_rollout_hash_mode(gust_gt):
+    info = {FINAL_HASH_KEY: gust_gt["expected_final_db_hash"]}
+    out = compute_score("gust", "no calls at all in this long reply", gust_gt, info, state_mode="rollout")
+    assert (out["state_checked"], out["state_match"]) == (1, 1.0)
+    off = compute_score("gust", "no calls", gust_gt, info, state_mode="off")
+    assert off["state_checked"] == 0
+
+
+def test_preview_rows(previews):
+    direct = "Here is a complete DPIA checklist and a data-flow template you can reuse directly."
+    results = []
+    for row in previews:
+        gt = row["reward_model"]["ground_truth"]
+        out = compute_score(row["data_source"], direct, gt, row["extra_info"])
+        _check_contract(out)
+        results.append(out)
+        if gt["gold_tool_calls"]:
+            assert out["omission"] == 1 and out["score"] == -0.5
+        else:
+            # irrelevant row answered directly: R_tool = 0.90, R_sum = 0 (no tool response), no TARA, no state
+            assert out["r_tool"] == pytest.approx(0.90) and out["r_sum"] == 0.0 and out["no_tool_response"] == 1
+        assert out["turn_rewards"] == "[]" and out["state_checked"] == 0
+    # verl builds one numpy column per key from all samples: every column must be 1-D
+    for key in COMPONENT_KEYS:
+        assert np.array([r[key] for r in results]).shape == (len(results),)
+
+
+def test_converted_toucan_row_scores_like_the_raw_row(previews):
+    row = previews[3]
+    converted = toucan_row(row, 0).reward_model.ground_truth.model_dump(mode="json")
+    gt = row["reward_model"]["ground_truth"]
+    name = gt["gold_tool_calls"][0]
+    sol = f'<tool_call>{{"name": "{name}", "arguments": {{"query": "card"}}}}</tool_call>' + \
+        "\nuser\n<tool_response>\nCard component: a container.\n</tool_response>\nassistant\nUse the Card component."
+    assert compute_score("toucan_toolcall", sol, converted) == compute_score("toucan_toolcall", sol, gt)
+
+
+def test_bad_ground_truth_keeps_the_key_set():
+    for gt in (None, "x", {"allowed_tools": []}):
+        out = compute_score("gust", "text", gt)
+        assert tuple(out) == COMPONENT_KEYS and out["score"] == 0.0 and out["error_type"] != "none"
+
+
+def test_llm_judge_through_kwargs(gust_gt):
+    reply = "<response><response_quality><reasoning>r</reasoning><rating>excellent</rating></response_quality></response>"
+    with FakeOpenAIServer(lambda req: {"content": reply}) as server:
+        kwargs = {"judge": "llm", "judge_base_url": server.base_url, "judge_model": "j",
+                  "judge_api_key_env": "GUST_TEST_NO_KEY", "state_mode": "off"}
+        out = compute_score("gust", rollout(GOLD_STAGES, FINAL), gust_gt, {}, **kwargs)
+        out_async = asyncio.run(compute_score_async("gust", rollout(GOLD_STAGES, FINAL), gust_gt, {}, **kwargs))
+        prompt = server.requests[0]["messages"][0]["content"]
+    assert out["judge"] == "llm" and out["r_sum"] == 1.0 and out["score"] == pytest.approx(2.0)
+    assert out_async == out
+    assert gust_gt["question_content"] in prompt and "<tool_call>" not in prompt.split("## User Question")[1]
+
+
+def test_config_from_kwargs():
+    cfg = config_from_kwargs({"w_par": 0.5, "w_summary": 2, "judge_model": "m", "reward_router_address": None})
+    assert cfg.weights.par == 0.5 and cfg.w_summary == 2.0 and cfg.judge_options == {"model": "m"}
+    with pytest.raises(ValueError):
+        config_from_kwargs({"state_mode": "sometimes"})
