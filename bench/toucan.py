@@ -1,8 +1,8 @@
 """Toucan-shaped row generator and benchmarks of the Toucan pipeline.
 
-Rows follow the HF Agent-Ark/Toucan-1.5M column layout (string columns; Qwen-Agent messages with `function_call`
-and `function` roles). The same generator writes the shipped sample (`data/samples/toucan/toucan_sample.jsonl`,
-with hand-made bad rows of every kind) and the 100k-row benchmark file.
+Rows follow the HF Agent-Ark/Toucan-1.5M column layout (string columns; Qwen-Agent messages with
+`function_call` and `function` roles). The same generator writes the shipped sample
+(`data/samples/toucan/toucan_sample.jsonl`, with hand-made bad rows of every kind) and the 100k-row benchmark file.
 
 Usage:
     python bench/toucan.py sample                # rewrite the shipped sample
@@ -13,7 +13,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import random
@@ -43,7 +42,8 @@ SERVERS: dict[str, list[tuple[str, str, dict[str, str], list[str]]]] = {
         ("multiply", "Multiply two numbers.", {"a": "number", "b": "number"}, ["a", "b"]),
     ],
     "Currency Exchange": [
-        ("convert", "Convert an amount between currencies.", {"amount": "number", "from": _S, "to": _S}, ["amount", "from", "to"]),
+        ("convert", "Convert an amount between currencies.", {"amount": "number", "from": _S, "to": _S},
+         ["amount", "from", "to"]),
         ("list_currencies", "List the supported currency codes.", {}, []),
     ],
     "Notes MCP": [
@@ -79,8 +79,7 @@ def _metadata(servers: list[str], row_id: int) -> dict[str, Any]:
     entries = []
     for s in servers:
         tools = [
-            {"name": t, "description": d, "input_schema": _schema(p, r), "annotations": {}}
-            for t, d, p, r in SERVERS[s]
+            {"name": t, "description": d, "input_schema": _schema(p, r), "annotations": {}} for t, d, p, r in SERVERS[s]
         ]
         entries.append(
             {
@@ -132,9 +131,7 @@ def _turn(rng: random.Random, servers: list[str], question: str) -> list[dict[st
         calls = [(s, rng.choice(SERVERS[s])[0]) for s in (rng.choice(servers) for _ in range(width))]
         msgs.append({"role": "assistant", "content": f"Let me check that (step {step + 1})."})
         msgs += _call_msgs(rng, calls)
-    msgs.append(
-        {"role": "assistant", "content": "Here is what I found: the results above answer your request."}
-    )
+    msgs.append({"role": "assistant", "content": "Here is what I found: the results above answer your request."})
     return msgs
 
 
@@ -142,12 +139,8 @@ def _assessments(rng: random.Random) -> tuple[dict[str, Any], dict[str, Any]]:
     dims = ["tool_selection_difficulty", "tool_selection_uniqueness", "question_quality", "scenario_realism"]
     q = {d: {"reasoning": "ok", "score": rng.randint(3, 5)} for d in dims}
     q["overall_score"] = round(sum(v["score"] for v in q.values()) / len(dims), 2)  # type: ignore[index]
-    r: dict[str, Any] = {
-        d: {"reasoning": "ok", "score": rng.randint(3, 5)} for d in ("completeness", "conciseness")
-    }
-    r.update(
-        overall_score=(r["completeness"]["score"] + r["conciseness"]["score"]) / 2, order_correctness=True
-    )
+    r: dict[str, Any] = {d: {"reasoning": "ok", "score": rng.randint(3, 5)} for d in ("completeness", "conciseness")}
+    r.update(overall_score=(r["completeness"]["score"] + r["conciseness"]["score"]) / 2, order_correctness=True)
     return q, r
 
 
@@ -169,14 +162,12 @@ def good_row(rng: random.Random, i: int, *, turns: int = 1, subset: str | None =
         messages.append({"role": "system", "content": "You are a helpful assistant. Today is 2025-06-01."})
     for t in range(turns):
         topic = rng.choice(_TOPICS + _CITIES)
-        messages += _turn(
-            rng, servers, f"Request {t + 1} of row {i}: help me with {topic} using {servers[0]}."
-        )
+        messages += _turn(rng, servers, f"Request {t + 1} of row {i}: help me with {topic} using {servers[0]}.")
     q, r = _assessments(rng)
     targets = ", ".join(f"{s}::{SERVERS[s][0][0]}" for s in servers)
     return {
         "uuid": f"toucan-{i:06d}",
-        "subset_name": subset or ("multi-turn" if turns > 1 else rng.choice(["single-turn-original", "single-turn-diversify"])),
+        "subset_name": subset or ("multi-turn" if turns > 1 else rng.choice(["single-turn-original", "single-turn-diversify"])),  # noqa: E501
         "messages": json.dumps(messages),
         "question": next(m["content"] for m in messages if m["role"] == "user"),
         "available_tools": json.dumps(_tools(servers)),
@@ -212,9 +203,7 @@ def _bad_rows(rng: random.Random, start: int) -> list[dict[str, Any] | str]:
         call.update(arguments=str(json.loads(call["arguments"])))
 
     def orphan(m: list[dict[str, Any]]) -> None:
-        m.insert(
-            next(i for i, x in enumerate(m) if x["role"] == "user") + 1, {"role": "function", "content": "?"}
-        )
+        m.insert(next(i for i, x in enumerate(m) if x["role"] == "user") + 1, {"role": "function", "content": "?"})
 
     return [
         '{"uuid": "broken-line", "messages": [',  # unparseable_row
@@ -226,9 +215,7 @@ def _bad_rows(rng: random.Random, start: int) -> list[dict[str, Any] | str]:
         {**quality_r, "response_quality_assessment": json.dumps(r)},  # low_response_quality
         g(7, subset="irrelevant"),  # irrelevant_subset
         _edit_messages(g(8), lambda m: _first_call(m).update(arguments="[1, 2]")),  # bad_arguments
-        _edit_messages(
-            g(9), lambda m: m[-1].update(content="Done ✿FUNCTION✿ leaked")
-        ),  # nonstandard_tool_tokens
+        _edit_messages(g(9), lambda m: m[-1].update(content="Done ✿FUNCTION✿ leaked")),  # nonstandard_tool_tokens
         _edit_messages(g(10), lambda m: _first_call(m).update(arguments="{}")),  # arguments_schema_mismatch
         _edit_messages(g(11), lambda m: m.pop()),  # incomplete_dialogue (no final reply)
         _edit_messages(g(12), orphan),  # incomplete_dialogue (response without a call)
@@ -275,13 +262,87 @@ def _write_lines(path: Path, rows: list[dict[str, Any] | str]) -> Path:
 SAMPLE_PATH = REPO / "data" / "samples" / "toucan" / "toucan_sample.jsonl"
 
 
+def bench_prepare(n_rows: int, workdir: Path) -> dict[str, Any]:
+    """Prepare throughput on a generated `n_rows` Toucan-shaped JSONL (written into `workdir`)."""
+    from toucan.config import PrepareConfig
+    from toucan.export import write_prepared
+    from toucan.prepare import prepare
+    from toucan.rows import iter_raw_rows
+
+    source = workdir / f"toucan_{n_rows}.jsonl"
+    t0 = time.perf_counter()
+    _write_lines(source, list(bench_rows(n_rows)))
+    generate_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    prepared = prepare(iter_raw_rows(source), PrepareConfig())
+    prepare_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    write_prepared(prepared, workdir / "out")
+    write_s = time.perf_counter() - t0
+    return {
+        "rows": n_rows, "file_mb": round(source.stat().st_size / 2**20, 1), "generate_s": round(generate_s, 1),
+        "phases_1_4_s": round(prepare_s, 1), "write_s": round(write_s, 1),
+        "rows_per_s": round(n_rows / prepare_s), "rows_per_s_incl_write": round(n_rows / (prepare_s + write_s)),
+        "test": len(prepared.test), "rl": len(prepared.rl), "sft": len(prepared.sft),
+        "balanced": all(r.balanced for r in prepared.reports),
+    }  # fmt: skip
+
+
+def bench_eval(n_samples: int, concurrency: int, delay_s: float, workdir: Path) -> dict[str, Any]:
+    """Evaluator throughput against the local fake endpoint: every sample makes one call, then answers."""
+    from gustforge.llm import LLMSettings
+    from tests.fakes.openai_server import FakeOpenAIServer
+    from toucan.config import EvalConfig, PrepareConfig
+    from toucan.eval_run import run_evaluation
+    from toucan.export import write_prepared
+    from toucan.prepare import prepare
+    from toucan.rows import RawRow
+
+    rows = [RawRow(i, r) for i, r in enumerate(bench_rows(max(400, n_samples * 4), seed=1))]
+    prepared = prepare(rows, PrepareConfig(reference_pool_size=1, test_single_turn=n_samples, test_multi_turn=0))
+    data = write_prepared(prepared, workdir / "prep")["test"]
+
+    def respond(request: dict[str, Any]) -> dict[str, Any]:
+        messages = request["messages"]
+        if messages[-1]["content"].startswith("<tool_response>"):
+            return {"content": "Done: the results are in."}
+        tool = json.loads(messages[0]["content"].split("<tools>\n")[1].splitlines()[0])["function"]
+        args = {k: "x" for k in tool["parameters"].get("required", [])}
+        return {"content": "<tool_call>\n" + json.dumps({"name": tool["name"], "arguments": args}) + "\n</tool_call>"}
+
+    with FakeOpenAIServer(respond, delay_s=delay_s) as server:
+        settings = LLMSettings(backend="openai", base_url=server.base_url, model="fake", max_concurrency=concurrency)
+        t0 = time.perf_counter()
+        summary = run_evaluation(data, workdir / f"eval-c{concurrency}", model=settings, cfg=EvalConfig())
+        wall = time.perf_counter() - t0
+        return {
+            "samples": summary.n, "concurrency": concurrency, "server_delay_s": delay_s,
+            "requests": len(server.requests), "max_in_flight": server.max_in_flight, "wall_s": round(wall, 2),
+            "samples_per_s": round(summary.n / wall, 1), "requests_per_s": round(len(server.requests) / wall, 1),
+        }  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("sample")
+    sub.add_parser("sample", help="rewrite the shipped sample")
+    prep = sub.add_parser("prepare", help="prepare throughput")
+    prep.add_argument("--rows", type=int, default=100_000)
+    ev = sub.add_parser("eval", help="evaluator throughput against the fake endpoint")
+    ev.add_argument("--samples", type=int, default=64)
+    ev.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    ev.add_argument("--delay", type=float, default=0.05)
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
     if args.cmd == "sample":
         _write_lines(SAMPLE_PATH, sample_rows())
+        return 0
+    with tempfile.TemporaryDirectory(prefix="toucan-bench-", dir="/tmp") as tmp:
+        if args.cmd == "prepare":
+            results: Any = bench_prepare(args.rows, Path(tmp))
+        else:
+            results = [bench_eval(args.samples, c, args.delay, Path(tmp)) for c in args.concurrency]
+    sys.stdout.write(json.dumps(results, indent=2) + "\n")
     return 0
 
 

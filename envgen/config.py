@@ -52,6 +52,10 @@ class EnvGenConfig(StrictModel):
     sandbox_cpu_seconds: float = Field(default=5.0, gt=0, description="CPU-time limit of a sandbox worker.")
     sandbox_memory_mb: int = Field(default=512, gt=0, description="Address-space limit of a sandbox worker.")
     sandbox_wall_seconds: float = Field(default=10.0, gt=0, description="Wall-clock limit of one sandbox request.")
+    sandbox_workers: int = Field(
+        default=2, ge=1, description="Warm sandbox workers (and build threads) used by `build_environments`."
+    )
+    test_budget_seconds: float = Field(default=60.0, gt=0, description="Wall budget of one tests-module run.")
 
     @model_validator(mode="after")
     def _check_ranges(self) -> EnvGenConfig:

@@ -70,9 +70,14 @@ _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
     (re.compile(r"url|link|website|uri"), lambda r, i, f: f"https://example.com/{f}/{i}"),
     (re.compile(r"currency"), lambda r, i, f: r.choice(("USD", "EUR", "JPY"))),
     (re.compile(r"status|state"), lambda r, i, f: r.choice(_STATUSES)),
-    (re.compile(r"description|notes?$|comment|summary|body|content|message"),
-     lambda r, i, f: f"Sample {f.replace('_', ' ')} {i}: {r.choice(_WORDS)} {r.choice(_WORDS)}."),
-    (re.compile(r"symbol|ticker|code"), lambda r, i, f: "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(4))),
+    (
+        re.compile(r"description|notes?$|comment|summary|body|content|message"),
+        lambda r, i, f: f"Sample {f.replace('_', ' ')} {i}: {r.choice(_WORDS)} {r.choice(_WORDS)}.",
+    ),
+    (
+        re.compile(r"symbol|ticker|code"),
+        lambda r, i, f: "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(4)),
+    ),
     (re.compile(r"(^|_)(lang|language)$"), lambda r, i, f: r.choice(("en", "es", "fr"))),
     (re.compile(r"_id$"), lambda r, i, f: f"{f[:-3][:3].upper()}-{r.randint(100, 999)}"),
 )
@@ -246,7 +251,9 @@ DATABASE_ROLE = LLMRole(
 )
 
 
-def _llm(refactored: RefactoredToolset, plan: EnvPlan, seed: int, span: tuple[int, int], client: LLMClient) -> dict[str, Any]:
+def _llm(
+    refactored: RefactoredToolset, plan: EnvPlan, seed: int, span: tuple[int, int], client: LLMClient
+) -> dict[str, Any]:
     inputs = {
         "tools": json.dumps([t.openai_tool() for t in refactored.tools], ensure_ascii=False),
         "collections": json.dumps(_collections_brief(plan), ensure_ascii=False),

@@ -62,8 +62,13 @@ _IGNORED = {
     "page", "offset", "cursor", "skip", "sort", "sort_by", "order_by", "sort_order", "order", "verbose", "format",
     "fields", "language", "lang", "locale", "detailed", "include_details", "response_format", "api_key", "token",
 }  # fmt: skip
+_LIMIT_LIKE = re.compile(r"^(max|num|number_of)_(results|items|records|rows|hits|entries)$")
 _ID_PARAM = re.compile(r"^(?P<noun>[a-z][a-z0-9_]*?)_id$")
-_WRITE_TEMPLATES: dict[ToolKind, Template] = {ToolKind.CREATE: "create", ToolKind.UPDATE: "update", ToolKind.DELETE: "delete"}
+_WRITE_TEMPLATES: dict[ToolKind, Template] = {
+    ToolKind.CREATE: "create",
+    ToolKind.UPDATE: "update",
+    ToolKind.DELETE: "delete",
+}
 _PARTICIPLES = {"pay": "paid", "cancel": "cancelled", "set": "set", "close": "closed", "mark": "marked"}
 
 
@@ -191,7 +196,7 @@ def _draft(tool: ToolSchema) -> ToolPlan:
     if kind is ToolKind.READ:
         template: Template = "read_one" if id_param else "read_many"
         query = tuple(p for p in rest if p in _QUERY)
-        limit = next((p for p in rest if p in _LIMIT or p.startswith(("max_", "num_"))), None)
+        limit = next((p for p in rest if p in _LIMIT or _LIMIT_LIKE.match(p)), None)
         fields = tuple(p for p in rest if p not in _QUERY and p not in _IGNORED and p != limit)
         key = singular if template == "read_one" else entity
         return ToolPlan(name=tool.name, kind=kind, template=template, entity=entity, id_param=id_param,
@@ -292,7 +297,8 @@ def plan_environment(tools: Sequence[ToolSchema]) -> EnvPlan:
     drafts = [_draft(tool) for tool in tools]
     entities = _entities(drafts, tools)
     plans = [
-        _with_refs(plan, tool.parameters.get("properties", {}), entities) for plan, tool in zip(drafts, tools, strict=True)
+        _with_refs(plan, tool.parameters.get("properties", {}), entities)
+        for plan, tool in zip(drafts, tools, strict=True)
     ]
     return EnvPlan(entities=tuple(entities.values()), tools=tuple(plans))
 

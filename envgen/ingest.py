@@ -139,7 +139,7 @@ def _jsonl_records(path: Path) -> Iterator[_Record]:
             try:
                 yield _Record(str(path), f"line:{number}", line.rstrip("\n"), json.loads(line))
             except json.JSONDecodeError as exc:
-                yield _Record(str(path), f"line:{number}", line.rstrip("\n"), error=f"{exc.msg} at col {exc.colno}")
+                yield _Record(str(path), f"line:{number}", line.rstrip("\n"), error=f"{exc.msg} (col {exc.colno})")
 
 
 def _json_records(path: Path, fmt: SourceFormat | None) -> Iterator[_Record]:
@@ -147,7 +147,7 @@ def _json_records(path: Path, fmt: SourceFormat | None) -> Iterator[_Record]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
-        yield _Record(str(path), "file", text, error=f"{exc.msg} at line {exc.lineno}")
+        yield _Record(str(path), "file", text, error=f"{exc.msg} (line {exc.lineno})")
         return
     if isinstance(value, list) and _is_record_list(value, fmt):
         for index, item in enumerate(value):
@@ -299,8 +299,11 @@ def _toolbench_params(api: dict[str, Any]) -> dict[str, Any]:
         for param in api.get(group) or []:
             if not isinstance(param, dict) or not param.get("name"):
                 raise InputError(f"missing_param_name: {api.get('api_name')!r}")
-            raw_type = str(param.get("type") or "string")
-            prop: dict[str, Any] = {"type": TOOLBENCH_TYPES.get(raw_type.lower(), raw_type)}
+            raw_type = str(param.get("type") or "string").lower()
+            base = raw_type.split("(")[0].strip()  # "DATE (YYYY-MM-DD)"
+            prop: dict[str, Any] = {"type": TOOLBENCH_TYPES.get(base, raw_type)}
+            if base == "date":
+                prop["format"] = "date"
             if param.get("description"):
                 prop["description"] = str(param["description"])
             properties[str(param["name"])] = prop
@@ -357,8 +360,8 @@ def resolve_refs(schema: dict[str, Any]) -> dict[str, Any]:
         InputError: `ref_cycle: ...` for a recursive schema, `unresolvable_ref: ...` for a remote or dangling ref.
 
     Example:
-        >>> resolve_refs({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}})
-        {'type': 'object', 'properties': {'a': {'type': 'string'}}}
+        >>> resolve_refs({"properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}})
+        {'properties': {'a': {'type': 'string'}}}
     """
 
     def walk(node: Any, stack: tuple[str, ...]) -> Any:
@@ -509,11 +512,15 @@ def read_toolsets(path: Path, *, fmt: SourceFormat | None = None, cfg: EnvGenCon
                 continue
             if toolset.toolset_id in seen:
                 reason = f"duplicate_of:{toolset.toolset_id}"
-                quarantine.append(_quarantine(candidate.provenance, f"{reason}: same tools as {seen[toolset.toolset_id]}"))
+                quarantine.append(
+                    _quarantine(candidate.provenance, f"{reason}: same tools as {seen[toolset.toolset_id]}")
+                )
                 continue
             seen[toolset.toolset_id] = f"{Path(candidate.provenance.path).name}#{candidate.provenance.record_id}"
             toolsets.append(toolset)
-    return IngestResult(toolsets=tuple(toolsets), quarantine=tuple(quarantine), report=_report(inputs, toolsets, quarantine))
+    return IngestResult(
+        toolsets=tuple(toolsets), quarantine=tuple(quarantine), report=_report(inputs, toolsets, quarantine)
+    )
 
 
 def _report(inputs: int, toolsets: list[Toolset], quarantine: list[QuarantineRecord]) -> StageReport:

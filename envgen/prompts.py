@@ -59,7 +59,10 @@ field (e.g. an order's customer_id) names a record that exists, enum fields use 
 of query-style tools are valid inputs of update or action tools. Use realistic but fictional values; no real \
 personal data."""
 
-DATABASE_USER = "Records per collection: {records_min}-{records_max}\n\nTools:\n{tools}\n\nCollections (name, id field, field schemas, foreign keys):\n{collections}"
+DATABASE_USER = (
+    "Records per collection: {records_min}-{records_max}\n\nTools:\n{tools}\n\n"
+    "Collections (name, id field, field schemas, foreign keys):\n{collections}"
+)
 
 CODEGEN_SYSTEM = """You write the executable Python module of a mock tool environment. For every tool, define \
 `def <tool_name>(db: dict, **kwargs) -> dict` that reads or modifies the dictionary database `db` in place \

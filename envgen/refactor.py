@@ -75,7 +75,9 @@ def _pick_type(schema: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         for key in ("anyOf", "oneOf", "allOf"):
             branches = [b for b in schema.get(key) or [] if isinstance(b, dict) and b.get("type") not in (None, "null")]
             if branches:
-                return _pick_type({**branches[0], **{k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}})
+                return _pick_type(
+                    {**branches[0], **{k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}}
+                )
         if "enum" in schema and schema["enum"]:
             kind = _json_type(schema["enum"][0])
         elif "const" in schema:
@@ -129,7 +131,11 @@ def _property(schema: Any, path: str, depth: int = 0) -> dict[str, Any]:
     if kind == "array":
         items = schema.get("items")
         items = items[0] if isinstance(items, list) and items else items
-        out["items"] = _property(items, f"{path}[]", depth + 1) if isinstance(items, dict) and depth < _MAX_DEPTH else {"type": "string"}
+        out["items"] = (
+            _property(items, f"{path}[]", depth + 1)
+            if isinstance(items, dict) and depth < _MAX_DEPTH
+            else {"type": "string"}
+        )
     if kind == "object" and isinstance(schema.get("properties"), dict) and depth < _MAX_DEPTH:
         out["properties"] = {str(k): _property(v, f"{path}.{k}", depth + 1) for k, v in schema["properties"].items()}
         required = [r for r in schema.get("required") or [] if r in out["properties"]]
@@ -185,21 +191,19 @@ def normalize_parameters(
 # --------------------------------------------------------------------------------------------- offline backend
 
 
-def _common_prefix(names: list[str]) -> int:
-    """Number of leading snake tokens every name shares and can lose (Toucan rows prefix the server slug)."""
-    if len(names) < 2:
-        return 0
-    split = [n.split("_") for n in names]
-    count = 0
-    while all(len(s) > count + 1 and s[count] == split[0][count] for s in split):
-        count += 1
-    return count
+def _strip_server_prefix(names: list[str], toolset_name: str) -> list[str]:
+    """Toucan rows prefix every tool with the server slug (`united_states_weather_get_alerts`): drop it."""
+    for stem in dict.fromkeys(
+        (snake_case(toolset_name, fallback="tool"), snake_case(toolset_name.lower(), fallback="tool"))
+    ):
+        prefix = stem + "_"
+        if len(names) >= 2 and all(n.startswith(prefix) and len(n) > len(prefix) for n in names):
+            return [snake_case(n[len(prefix) :], fallback="tool") for n in names]
+    return names
 
 
-def _tool_names(tools: tuple[RawTool, ...]) -> list[str]:
-    base = [snake_case(t.name, fallback="tool") for t in tools]
-    cut = _common_prefix(base)
-    base = [snake_case("_".join(n.split("_")[cut:]), fallback="tool") for n in base]
+def _tool_names(tools: tuple[RawTool, ...], toolset_name: str) -> list[str]:
+    base = _strip_server_prefix([snake_case(t.name, fallback="tool") for t in tools], toolset_name)
     base = [f"{n}_tool" if n in _RESERVED else n for n in base]
     taken: set[str] = set()
     names = []
@@ -250,7 +254,7 @@ def _merge_response(own: dict[str, Any], template: dict[str, Any]) -> dict[str, 
 
 @REFACTORERS.register("offline")
 def _refactor_offline(toolset: Toolset, cfg: EnvGenConfig, client: LLMClient | None = None) -> RefactoredToolset:
-    names = _tool_names(toolset.tools)
+    names = _tool_names(toolset.tools, toolset.name)
     drafts = [_draft_tool(raw, name, cfg) for raw, name in zip(toolset.tools, names, strict=True)]
     return RefactoredToolset(
         toolset_id=toolset.toolset_id,
@@ -297,19 +301,28 @@ _REFACTOR_OUTPUT = {
 
 def _offline_reply(inputs: dict[str, Any]) -> dict[str, Any]:
     """The deterministic twin of the LLM refactorer: the offline normalizer in the role's reply format."""
-    raw = json.loads(inputs["tools_definition"]) if isinstance(inputs["tools_definition"], str) else inputs["tools_definition"]
-    tools = tuple(RawTool(name=t["name"], description=t.get("description", ""), parameters=t.get("parameters") or {}) for t in raw)
+    raw = (
+        json.loads(inputs["tools_definition"])
+        if isinstance(inputs["tools_definition"], str)
+        else inputs["tools_definition"]
+    )
+    tools = tuple(
+        RawTool(name=t["name"], description=t.get("description", ""), parameters=t.get("parameters") or {}) for t in raw
+    )
     cfg = EnvGenConfig(max_params=inputs.get("max_params") if isinstance(inputs.get("max_params"), int) else None)
-    names = _tool_names(tools)
+    names = _tool_names(tools, str(inputs.get("toolset_name", "")))
     drafts = finalize_tools([_draft_tool(t, n, cfg) for t, n in zip(tools, names, strict=True)])
+    functions = [
+        {"name": t.name, "description": t.description, "parameters": t.parameters, "response": t.response}
+        for t in drafts
+    ]
     return {
         "description": "Offline refactoring of the input toolset.",
         "tools": [
-            {"type": "function", "source_name": t.raw_name,
-             "function": {"name": t.name, "description": t.description, "parameters": t.parameters, "response": t.response}}
-            for t in drafts
+            {"type": "function", "source_name": t.raw_name, "function": f}
+            for t, f in zip(drafts, functions, strict=True)
         ],
-    }  # fmt: skip
+    }
 
 
 REFACTOR_ROLE = LLMRole(
@@ -350,7 +363,11 @@ def _check_reply(toolset: Toolset, reply: dict[str, Any], cfg: EnvGenConfig) -> 
 def _refactor_llm(toolset: Toolset, cfg: EnvGenConfig, client: LLMClient | None = None) -> RefactoredToolset:
     client = client or LLMClient(cfg.llm.model_copy(update={"backend": "openai"}))
     tools = [t.model_dump(mode="json", exclude={"output_schema"}) for t in toolset.tools]
-    inputs = {"tools_definition": json.dumps(tools, ensure_ascii=False), "max_params": cfg.max_params or "any number of"}
+    inputs = {
+        "tools_definition": json.dumps(tools, ensure_ascii=False),
+        "max_params": cfg.max_params or "no limit",
+        "toolset_name": toolset.name,
+    }
     try:
         reply = run_role(REFACTOR_ROLE, inputs, client)
     except LLMError as exc:

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from data import io
 from data.models import EnvManifest, TestReport, ToolSchema
-from gustforge.errors import CodegenError, InputError, SchemaError
+from gustforge.errors import CodegenError, InputError, SandboxError, SchemaError
 from gustforge.hashing import content_hash
 from gustforge.sandbox import SandboxLimits, SandboxPool, SandboxWorker
 from gustforge.sandbox.policy import errors_of, make_validator
@@ -197,11 +197,11 @@ class EnvSession:
         errors = self.env.argument_errors(name, args)
         if errors:
             return {"status": "error", "message": "invalid arguments: " + "; ".join(errors)}
-        return self._worker.call(name, dict(args))
+        return self._live().call(name, dict(args))
 
     def db(self) -> dict[str, Any]:
         """A copy of the live DB."""
-        return self._worker.get_db()
+        return self._live().get_db()
 
     def db_hash(self) -> str:
         """`content_hash` of the live DB (canonical JSON, sha256)."""
@@ -209,11 +209,16 @@ class EnvSession:
 
     def set_db(self, db: dict[str, Any]) -> None:
         """Replace the live DB (e.g. to replay from a snapshot)."""
-        self._worker.set_db(db)
+        self._live().set_db(db)
 
     def reset(self) -> None:
         """Restore the initial DB and a fresh tools module (seeded `random`/`uuid4` start over)."""
-        self._worker.reset()
+        self._live().reset()
+
+    def _live(self) -> SandboxWorker:
+        if self._closed:  # a pooled worker may already serve another session
+            raise SandboxError("environment session is closed")
+        return self._worker
 
     def close(self) -> None:
         if not self._closed:

@@ -25,7 +25,7 @@ _UNKNOWN_INT = 987654
 _WRONG = {"string": 12345, "integer": "not-a-number", "number": "not-a-number", "boolean": "yes",
           "array": "not-a-list", "object": "not-an-object"}  # fmt: skip
 
-_HELPERS = '''
+_HELPERS = """
 
 def _ok(env, tool, out):
     env.check(out.get("status") == "success", f"{tool}: expected success, got {str(out)[:300]}")
@@ -40,7 +40,7 @@ def _rejected(env, tool, out, before):
 
 def _without(db, name):
     return {key: value for key, value in db.items() if key != name}
-'''
+"""
 
 
 # --------------------------------------------------------------------------------------------- argument values
@@ -77,7 +77,11 @@ def _param_value(
         ids = list(ctx.db.get(plan.ref_params[param], {}))
         return _coerce(ids[0], schema) if ids else sample_value(param, schema, ctx.rng)
     if param == plan.limit_param:
-        return schema["enum"][-1] if schema.get("enum") else max(schema.get("minimum", 10), min(schema.get("maximum", 10), 10))
+        return (
+            schema["enum"][-1]
+            if schema.get("enum")
+            else max(schema.get("minimum", 10), min(schema.get("maximum", 10), 10))
+        )
     if record is not None and param in plan.query_params:
         return _first_text(record, ctx.entity.id_field if ctx.entity else "")
     return sample_value(param, schema, ctx.rng, 7)
@@ -111,7 +115,9 @@ def _target_record(plan: ToolPlan, ctx: _Context) -> dict[str, Any] | None:
     return records[-1] if plan.template == "delete" else records[0]
 
 
-def valid_arguments(tool: ToolSchema, plan: ToolPlan, entity: EntitySpec | None, db: dict[str, Any], *, seed: int) -> dict[str, Any]:
+def valid_arguments(
+    tool: ToolSchema, plan: ToolPlan, entity: EntitySpec | None, db: dict[str, Any], *, seed: int
+) -> dict[str, Any]:
     """Arguments that a correct implementation of `tool` accepts on `db` (ids and keys drawn from the DB).
 
     Args:
@@ -137,6 +143,10 @@ def valid_arguments(tool: ToolSchema, plan: ToolPlan, entity: EntitySpec | None,
 # --------------------------------------------------------------------------------------------- test bodies
 
 
+def _check(condition: str, message: str) -> str:
+    return f"    env.check({condition}, {message!r})"
+
+
 def _checks_valid(tool: ToolSchema, plan: ToolPlan, entity: EntitySpec | None, args: dict[str, Any]) -> Iterator[str]:
     name, coll = tool.name, plan.entity
     yield "    before = env.db()"
@@ -144,38 +154,39 @@ def _checks_valid(tool: ToolSchema, plan: ToolPlan, entity: EntitySpec | None, a
     yield f"    _ok(env, {name!r}, out)"
     yield "    after = env.db()"
     if plan.template in ("read_one", "read_many"):
-        yield f"    env.check(after == before, {name + ': a read tool changed the DB'!r})"
+        yield _check("after == before", f"{name}: a read tool changed the DB")
     if entity is None or coll is None:
         if plan.template == "action":
-            yield f"    env.check(len(after.get({ACTION_LOG!r}, {{}})) == len(before.get({ACTION_LOG!r}, {{}})) + 1, " \
-                  f"{name + ': the action was not logged'!r})"
-            yield f"    env.check(_without(after, {ACTION_LOG!r}) == _without(before, {ACTION_LOG!r}), " \
-                  f"{name + ': the action changed other collections'!r})"
+            log = repr(ACTION_LOG)
+            yield _check(f"len(after.get({log}, {{}})) == len(before.get({log}, {{}})) + 1",
+                         f"{name}: the action was not logged")  # fmt: skip
+            yield _check(f"_without(after, {log}) == _without(before, {log})",
+                         f"{name}: the action changed other collections")  # fmt: skip
         return
     key, id_field = plan.response_key, entity.id_field
+    rows, rows_before = f"after.get({coll!r}, {{}})", f"before.get({coll!r}, {{}})"
+    target = str(args.get(plan.id_param or "", ""))
     if plan.template == "read_one":
         yield f"    got = (out.get({key!r}) or {{}}).get({id_field!r})"
-        yield f"    env.check(str(got) == {str(args.get(plan.id_param or '', ''))!r}, {name + ': returned another record'!r})"
+        yield _check(f"str(got) == {target!r}", f"{name}: returned another record")
     elif plan.template == "read_many" and _filters_used(plan, args):
         yield f"    ids = [str(r.get({id_field!r})) for r in out.get({key!r}) or []]"
-        yield f"    env.check(bool(ids), {name + ': the filter drawn from the DB matched nothing'!r})"
+        yield _check("bool(ids)", f"{name}: the filter drawn from the DB matched nothing")
     elif plan.template == "create":
         yield f"    new_key = str(out.get({id_field!r}))"
-        yield f"    env.check(len(after.get({coll!r}, {{}})) == len(before.get({coll!r}, {{}})) + 1, {name + ': no record was added'!r})"
-        yield f"    env.check(new_key in after.get({coll!r}, {{}}), {name + ': the new id is not in the DB'!r})"
+        yield _check(f"len({rows}) == len({rows_before}) + 1", f"{name}: no record was added")
+        yield _check(f"new_key in {rows}", f"{name}: the new id is not in the DB")
         for field in (f for f in plan.field_params if f in args):
-            yield f"    env.check(after.get({coll!r}, {{}}).get(new_key, {{}}).get({field!r}) == {args[field]!r}, {f'{name}: {field} not stored'!r})"
+            yield _check(f"{rows}.get(new_key, {{}}).get({field!r}) == {args[field]!r}", f"{name}: {field} not stored")
     elif plan.template == "update":
-        target = str(args.get(plan.id_param or "", ""))
-        yield f"    row = after.get({coll!r}, {{}}).get({target!r}, {{}})"
+        yield f"    row = {rows}.get({target!r}, {{}})"
         for field in (f for f in plan.field_params if f in args):
-            yield f"    env.check(row.get({field!r}) == {args[field]!r}, {f'{name}: {field} not updated'!r})"
+            yield _check(f"row.get({field!r}) == {args[field]!r}", f"{name}: {field} not updated")
         if plan.status_value:
-            yield f"    env.check(row.get('status') == {plan.status_value!r}, {name + ': status not set'!r})"
+            yield _check(f"row.get('status') == {plan.status_value!r}", f"{name}: status not set")
     elif plan.template == "delete":
-        target = str(args.get(plan.id_param or "", ""))
-        yield f"    env.check({target!r} not in after.get({coll!r}, {{}}), {name + ': the record is still there'!r})"
-        yield f"    env.check(len(after.get({coll!r}, {{}})) == len(before.get({coll!r}, {{}})) - 1, {name + ': wrong number of records removed'!r})"
+        yield _check(f"{target!r} not in {rows}", f"{name}: the record is still there")
+        yield _check(f"len({rows}) == len({rows_before}) - 1", f"{name}: wrong number of records removed")
 
 
 def _filters_used(plan: ToolPlan, args: dict[str, Any]) -> bool:
@@ -213,7 +224,9 @@ def _negative_tests(tool: ToolSchema, plan: ToolPlan, args: dict[str, Any]) -> I
 def _chain_tests(refactored: RefactoredToolset, plan: EnvPlan, args_of: dict[str, dict[str, Any]]) -> Iterator[str]:
     """A list tool's output feeds each update/delete tool of the same collection (ToolVerse: query -> update)."""
     tools = {t.name: t for t in refactored.tools}
-    lists = {p.entity: p for p in plan.tools if p.template == "read_many" and not tools[p.name].parameters.get("required")}
+    lists = {
+        p.entity: p for p in plan.tools if p.template == "read_many" and not tools[p.name].parameters.get("required")
+    }
     for write in plan.tools:
         source = lists.get(write.entity)
         entity = plan.entity(write.entity)
@@ -244,7 +257,10 @@ def generate_tests_source(refactored: RefactoredToolset, db: dict[str, Any], *, 
         Python source defining `test_<tool>_<case>(env)` functions (the sandbox maps tests to tools by prefix).
     """
     plan = plan_environment(refactored.tools)
-    parts = [f'"""Unit tests of {refactored.name!r} (toolset {refactored.toolset_id}); generated by envgen.testgen."""\n', _HELPERS]
+    parts = [
+        f'"""Unit tests of {refactored.name!r} (toolset {refactored.toolset_id}); generated by envgen.testgen."""\n',
+        _HELPERS,
+    ]
     args_of: dict[str, dict[str, Any]] = {}
     for index, (tool, tool_plan) in enumerate(zip(refactored.tools, plan.tools, strict=True)):
         entity = plan.entity(tool_plan.entity)

@@ -8,6 +8,7 @@ imports them), so ``gust --help`` stays fast.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -21,11 +22,11 @@ app = typer.Typer(
 
 @app.callback(invoke_without_command=True)
 def train(
-    algo: str = typer.Option(..., "--algo", help="slca | tara | slca_tara | toolpo | grpo"),
-    data: Path | None = typer.Option(None, "--data", help="verl RL parquet (default: bundled sample)"),
-    model: str | None = typer.Option(None, "--model", help="HF model dir or hub id (default: placeholder)"),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print and validate the config; do not train."),
-    overrides: list[str] | None = typer.Argument(None, help="Hydra overrides, e.g. trainer.nnodes=1"),
+    algo: Annotated[str, typer.Option("--algo", help="slca | tara | slca_tara | toolpo | grpo")],
+    data: Annotated[Path | None, typer.Option("--data", help="verl RL parquet (default: bundled sample)")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="HF model dir or hub id (default: placeholder)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print and validate the config; do not train.")] = False,
+    overrides: Annotated[list[str] | None, typer.Argument(help="Hydra overrides, e.g. trainer.nnodes=1")] = None,
 ) -> None:
     """Compose trainer/configs/<algo>.yaml on verl's ppo_trainer, validate it, then launch (or print it)."""
     from omegaconf import OmegaConf

@@ -13,7 +13,7 @@ __all__ = ["configure_prefect_environment"]
 
 _DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # offline machines: no telemetry errors at server start
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",  # a cold SQLite migration takes ~25 s on 2 cores
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",  # cold SQLite migration: ~25 s idle, minutes on a busy box
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
 }
@@ -23,6 +23,8 @@ def configure_prefect_environment(out_dir: Path | None = None) -> None:
     """Set offline-safe Prefect defaults; persist task results (the stage cache) under the run's output folder."""
     for key, value in _DEFAULTS.items():
         os.environ.setdefault(key, value)
+    if os.environ.get("PREFECT_HOME"):  # the server cannot create a missing parent of its SQLite file
+        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
     if out_dir is not None:
         os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str((Path(out_dir) / ".prefect-results").resolve())
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")

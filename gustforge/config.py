@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from data.models import StrictModel
 from envgen.config import EnvGenConfig
@@ -60,6 +60,16 @@ class BuildConfig(StrictModel):
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     budgets: BudgetConfig = Field(default_factory=BudgetConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _share_llm_settings(cls, data: Any) -> Any:
+        """One `llm:` block serves every role; a stage may still set its own (e.g. `envgen.llm`)."""
+        if isinstance(data, dict) and "llm" in data:
+            envgen = dict(data.get("envgen") or {})
+            envgen.setdefault("llm", data["llm"])
+            data = {**data, "envgen": envgen}
+        return data
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -174,7 +174,8 @@ def _result(stage: str, items: Sequence[Item], produced_ids: Sequence[str], quar
             inputs: int, started: float) -> ShardResult:  # fmt: skip
     dropped: dict[str, int] = {}
     for record in quarantine:
-        dropped[record.reason] = dropped.get(record.reason, 0) + 1
+        code = record.reason.split(":", 1)[0]  # "tests_failed:get_order" counts as tests_failed
+        dropped[code] = dropped.get(code, 0) + 1
     report = StageReport(stage=stage, inputs=inputs, produced=len(produced_ids), dropped=dict(sorted(dropped.items())))
     if not report.balanced:
         raise GustError(f"stage {stage}: accounting does not balance: {report}")
@@ -242,6 +243,13 @@ def _llm_client(cfg: BuildConfig, out: Path) -> Any:
     return LLMClient(settings)
 
 
+def _sandbox_limits(cfg: BuildConfig) -> Any:
+    from gustforge.sandbox import SandboxLimits
+
+    return SandboxLimits(cpu_seconds=cfg.envgen.sandbox_cpu_seconds, memory_mb=cfg.envgen.sandbox_memory_mb,
+                         wall_seconds=cfg.envgen.sandbox_wall_seconds)  # fmt: skip
+
+
 def _env_item(item: Item) -> Item:
     return {"env_id": item["env_id"], "env_dir": item["env_dir"], "digest": item["digest"]}
 
@@ -256,8 +264,10 @@ def run_envgen(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     toolsets = [Toolset.model_validate(item) for item in items]
     outcome = build_environments(toolsets, cfg.envgen)
     produced: list[Item] = []
-    for artifacts in outcome.built:
-        env_dir = write_env_dir(out / "envs", artifacts)
+    for result in outcome.results:
+        if result.artifacts is None:
+            continue
+        env_dir = write_env_dir(out / "envs", result.artifacts)
         produced.append({"env_id": env_dir.name, "env_dir": str(env_dir), "digest": _env_digest(env_dir)})
     produced.sort(key=lambda i: i["env_id"])
     return _result("envgen", produced, [i["env_id"] for i in produced], list(outcome.quarantine), len(items), started)
@@ -372,12 +382,14 @@ def run_tasks(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult
 @_stage("verify", "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify",))
 def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Replay (LangGraph), solvability and teacher Pass@k — or `not_run` when no teacher endpoint is set."""
+    from gustforge.sandbox import SandboxPool
     from tdg.verify import verify_tasks
 
     started = time.perf_counter()
     records = [TaskRecord.model_validate(r) for item in items for r in item["records"]]
     envs = {item["env_id"]: _load_env(item) for item in items}
-    outcome = verify_tasks(records, envs, cfg.verify)
+    with SandboxPool(size=1, limits=_sandbox_limits(cfg)) as pool:
+        outcome = verify_tasks(records, envs, cfg.verify, pool=pool)
     by_env: dict[str, list[Item]] = {}
     for record in outcome.kept:
         by_env.setdefault(record.env_id, []).append(record.model_dump(mode="json"))

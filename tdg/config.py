@@ -22,6 +22,9 @@ class TDGConfig(StrictModel):
     max_skeletons: int = Field(
         default=15, ge=1, description="Most skeletons per environment (paper: 5 per graph x 3 graphs)."
     )
+    min_skeletons: int = Field(
+        default=5, ge=1, description="Keep sampling distinct skeletons up to this many even after the target is met."
+    )
     patience: int = Field(
         default=4, ge=1, description="Stop after this many consecutive skeletons that add no newly covered tool."
     )

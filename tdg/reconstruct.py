@@ -209,6 +209,8 @@ def _fresh_id(existing: list[Any], rng: random.Random) -> Any:
 
 
 def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
+    if schema.get("enum"):
+        return rng.choice(list(schema["enum"]))
     kind = schema.get("type")
     kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
     if kind in ("integer", "number"):
@@ -221,8 +223,9 @@ def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
     if kind == "array":
         item = _default(param, schema.get("items") or {"type": "string"}, rng)
         return [item] * max(1, int(schema.get("minItems", 1)))
-    if kind == "object":
-        return {}
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {k: _default(k, props.get(k) or {}, rng) for k in schema.get("required") or () if k in props}
     formats = {"date": "2025-06-15", "date-time": "2025-06-15T10:00:00Z", "email": "alex@example.com",
                "uri": "https://example.com", "time": "10:00:00"}  # fmt: skip
     return formats.get(str(schema.get("format")), f"sample {param.replace('_', ' ')}")

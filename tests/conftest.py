@@ -15,6 +15,7 @@ os.environ.setdefault("PREFECT_HOME", str(REPO_ROOT / ".prefect" / "test-home"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # SQLite cannot create missing parents
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 

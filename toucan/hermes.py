@@ -121,7 +121,7 @@ def prompt_messages(
     return messages
 
 
-_TOOLS_BLOCK_RE = re.compile(r"(<tools>\n?)(.*?)(\n?</tools>)", re.DOTALL)
+_TOOLS_BLOCK_RE = re.compile(r"(^<tools>\n)(.*?)(\n</tools>$)", re.DOTALL | re.MULTILINE)
 
 
 def replace_tool_block(system_content: str, tools: Sequence[RawTool]) -> str:

@@ -249,7 +249,7 @@ def _one_k(rows: Sequence[dict[str, Any]], k: int, ctx: _SweepContext, cfg: KSwe
         if isinstance(names, str):
             skipped[names] += 1
             continue
-        new = rebuild_row(row, [ctx.tools[n] for n in names])
+        new = row if k == 0 else rebuild_row(row, [ctx.tools[n] for n in names])
         tokens = [ctx.counter(m["content"]) + 4 for m in new["prompt"]]
         if sum(tokens) > cfg.max_prompt_tokens:
             skipped["over_budget"] += 1

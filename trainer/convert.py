@@ -119,7 +119,10 @@ def gust_row(
         data_source="gust",
         reward_model=RewardModel(ground_truth=truth),
         extra_info=ExtraInfo(
-            index=index, split=split, task_id=record.task_id, tools_kwargs=ToolsKwargs(sgls=ToolKwargs(create_kwargs=create))
+            index=index,
+            split=split,
+            task_id=record.task_id,
+            tools_kwargs=ToolsKwargs(sgls=ToolKwargs(create_kwargs=create)),
         ),
     )
 

@@ -123,13 +123,19 @@ class RunLayout:
 
     Attributes:
         mask: (B, T) bool, the generated tokens.
-        run_id: (B, T) int64, 0-based run index of each generated token, -1 elsewhere.
+        label: (B, T) int64, 1-based run number of each generated token, 0 elsewhere (so a per-run table
+            with a zero column prepended can be gathered with it directly).
         n_runs: (B,) int64, number of runs per row.
     """
 
     mask: torch.Tensor
-    run_id: torch.Tensor
+    label: torch.Tensor
     n_runs: torch.Tensor
+
+    @property
+    def run_id(self) -> torch.Tensor:
+        """(B, T) 0-based run index of each generated token, -1 elsewhere."""
+        return self.label - 1
 
     @property
     def max_runs(self) -> int:
@@ -150,21 +156,30 @@ def segment_runs(response_mask: torch.Tensor) -> RunLayout:
     Returns:
         The run layout.
     """
-    mask = response_mask if response_mask.dtype == torch.bool else response_mask > 0.5
-    prev = F.pad(mask[:, :-1], (1, 0), value=False)
-    run_no = (mask & ~prev).cumsum(dim=1)
-    run_id = torch.where(mask, run_no - 1, torch.full_like(run_no, -1))
-    n_runs = run_no[:, -1] if mask.shape[1] else torch.zeros(mask.shape[0], dtype=torch.long)
-    return RunLayout(mask=mask, run_id=run_id, n_runs=n_runs)
+    if response_mask.dtype == torch.bool:
+        mask = response_mask
+    elif response_mask.is_floating_point():
+        mask = response_mask > 0.5
+    else:
+        mask = response_mask != 0
+    starts = mask.clone()
+    starts[:, 1:] &= ~mask[:, :-1]
+    run_no = starts.cumsum(dim=1)
+    n_runs = run_no[:, -1].clone() if mask.shape[1] else torch.zeros(mask.shape[0], dtype=torch.long)
+    label = run_no.mul_(mask)
+    return RunLayout(mask=mask, label=label, n_runs=n_runs)
 
 
 def run_sums(values: torch.Tensor, runs: RunLayout, n_cols: int) -> torch.Tensor:
-    """Sum ``values`` over each run: (B, T) → (B, n_cols) float64; runs ≥ n_cols and mask-0 tokens dropped."""
-    dump = torch.full_like(runs.run_id, n_cols)
-    idx = torch.where(runs.mask & (runs.run_id < n_cols), runs.run_id, dump)
-    out = torch.zeros(values.shape[0], n_cols + 1, dtype=values.dtype, device=values.device)
-    out.scatter_add_(1, idx, values)
-    return out[:, :n_cols].to(torch.float64)
+    """Sum ``values`` over each run: (B, T) → (B, n_cols) float64; runs ≥ n_cols and mask-0 tokens dropped.
+
+    Only the non-zero entries are visited (rewards are sparse: one value per span or turn).
+    """
+    rows, cols = torch.nonzero(values, as_tuple=True)
+    label = runs.label[rows, cols].clamp(max=n_cols + 1)
+    out = torch.zeros(values.shape[0], n_cols + 2, dtype=torch.float64, device=values.device)
+    out.index_put_((rows, label), values[rows, cols].to(torch.float64), accumulate=True)
+    return out[:, 1 : n_cols + 1]
 
 
 def group_ids(index: Any, device: torch.device) -> tuple[torch.Tensor, int]:
@@ -234,10 +249,8 @@ def group_normalize(
 
 def _route(table: torch.Tensor, runs: RunLayout, dtype: torch.dtype) -> torch.Tensor:
     """Broadcast a per-run advantage table (B, J) to the tokens of each run; 0 outside the mask."""
-    if table.shape[1] == 0:
-        return torch.zeros(runs.mask.shape, dtype=dtype, device=runs.mask.device)
-    per_token = table.to(dtype).gather(1, runs.run_id.clamp(min=0))
-    return torch.where(runs.mask, per_token, torch.zeros_like(per_token))
+    padded = F.pad(table.to(dtype), (1, 0))  # column 0 = the value of tokens outside every run
+    return padded.gather(1, runs.label)
 
 
 def _segment_scalars(rewards: torch.Tensor, runs: RunLayout) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -154,13 +154,12 @@ def layout_for_config(config: Any) -> str:
 
 def run_ends(response_mask: Sequence[int] | torch.Tensor) -> list[int]:
     """Positions of the last token of every run of ones, left to right."""
-    mask = [int(v) > 0 for v in (response_mask.tolist() if isinstance(response_mask, torch.Tensor) else response_mask)]
-    return [i for i, on in enumerate(mask) if on and (i + 1 == len(mask) or not mask[i + 1])]
+    on = torch.as_tensor(response_mask) > 0
+    after = torch.cat([on[1:], on.new_zeros(1)])
+    return torch.nonzero(on & ~after).flatten().tolist()
 
 
-def place_rewards(
-    response_mask: Sequence[int] | torch.Tensor, info: Mapping[str, Any], *, layout: str
-) -> torch.Tensor:
+def place_rewards(response_mask: Sequence[int] | torch.Tensor, info: Mapping[str, Any], *, layout: str) -> torch.Tensor:
     """Build one trajectory's ``rm_scores`` row (float32, same length as the mask) for ``layout``.
 
     Args:

@@ -374,16 +374,20 @@ class TestEnv:
         self.schemas = copy.deepcopy(sandbox.schemas)
 
     def call(self, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        self._called.append(tool)
-        args = {} if args is None else args
+        """Same semantics as `EnvSession.call`: JSON arguments, validated against the tool's schema first."""
+        self._called.append(str(tool))
+        try:
+            args = json.loads(json.dumps({} if args is None else args, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            return {"status": "error", "message": f"invalid arguments: not JSON: {exc}"}
+        if not isinstance(args, dict):
+            return {"status": "error", "message": "invalid arguments: arguments must be a JSON object"}
         schema = self._sandbox.schemas.get(tool, {}).get("parameters")
         if tool in self._sandbox.tools and schema is not None:
-            errors = POLICY.validation_errors(args, schema)
+            errors = self.validate(args, schema)
             if errors:
                 return {"status": "error", "message": "invalid arguments: " + "; ".join(errors)}
-        if not isinstance(args, dict):
-            return {"status": "error", "message": "invalid arguments: arguments must be an object"}
-        return self._sandbox.call(tool, copy.deepcopy(args))
+        return self._sandbox.call(tool, args)
 
     def db(self) -> dict[str, Any]:
         return copy.deepcopy(self._sandbox.db)
@@ -392,7 +396,13 @@ class TestEnv:
         self._sandbox.reset()
 
     def validate(self, instance: Any, schema: dict[str, Any]) -> list[str]:
-        return POLICY.validation_errors(instance, schema)
+        """jsonschema messages (empty = valid). Only strings come back: no third-party objects reach the test."""
+        try:
+            return POLICY.validation_errors(instance, schema)
+        except MemoryError:
+            raise
+        except Exception as exc:  # unresolvable $ref, unknown type, ...: report, never leak the exception object
+            return [f"validation failed: {type(exc).__name__}: {exc}"]
 
     def check(self, condition: Any, message: str = "check failed") -> None:
         if not condition:

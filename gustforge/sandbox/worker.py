@@ -62,7 +62,7 @@ class _State(BaseModel):
 
 
 class SandboxWorker:
-    """One sandbox process holding one tools module and its live DB. Not thread-safe across sessions: one user.
+    """One sandbox process holding one tools module and its live DB. Requests are serialised by a lock.
 
     Example:
         >>> with SandboxWorker() as worker:                                    # doctest: +SKIP
@@ -79,6 +79,7 @@ class SandboxWorker:
         self._buffer = b""
         self._stderr: deque[str] = deque(maxlen=40)
         self._state: _State | None = None
+        self._closed = False
         self._start()
 
     # ---- public API -------------------------------------------------------------------------------------------
@@ -143,8 +144,9 @@ class SandboxWorker:
         return run_test_module(self, tests_source, schemas, total_seconds=total_seconds)
 
     def close(self) -> None:
-        """Stop the child process."""
+        """Stop the child process; the worker cannot be used afterwards."""
         with self._lock:
+            self._closed = True
             self._kill()
 
     @property
@@ -216,6 +218,8 @@ class SandboxWorker:
                 stream.close()
 
     def _ensure_started(self) -> None:
+        if self._closed:
+            raise SandboxError("sandbox worker is closed")
         if self.alive:
             return
         self._kill()

@@ -10,7 +10,7 @@ import pytest
 from data.models import TestReport as StoredReport  # aliased: pytest would try to collect Test*
 from data.models import ToolSchema
 from envgen.runtime import Environment, call_tool_once
-from gustforge.errors import CodegenError, InputError, SandboxTimeout, SandboxViolation, SchemaError
+from gustforge.errors import CodegenError, InputError, SandboxError, SandboxTimeout, SandboxViolation, SchemaError
 from gustforge.hashing import content_hash
 from gustforge.sandbox import SandboxLimits, SandboxPool
 
@@ -99,7 +99,7 @@ class TestSession:
             "        pass\n"
         )
         hanging = Environment.from_parts("hang", env.schemas, env.initial_db, source)
-        with hanging.session(FAST) as session:
+        with hanging.session(SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=2)) as session:
             with pytest.raises(SandboxTimeout):
                 session.call("list_orders", {})
             assert session.call("get_order", {"order_id": "ORD-1001"})["status"] == "success"
@@ -127,3 +127,13 @@ def test_call_tool_once() -> None:
 def test_schemas_are_tool_schemas(env: Environment) -> None:
     assert all(isinstance(s, ToolSchema) for s in env.schemas)
     assert env.tool_specs()["get_order"]["parameters"]["required"] == ["order_id"]
+
+
+def test_closed_session_refuses_calls(env: Environment) -> None:
+    with SandboxPool(size=1, limits=FAST) as pool:
+        session = env.session(pool=pool)
+        session.close()
+        with pytest.raises(SandboxError, match="closed"):
+            session.call("get_order", {"order_id": "ORD-1001"})
+        with pytest.raises(SandboxError, match="closed"):
+            session.db()

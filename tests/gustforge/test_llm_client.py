@@ -111,11 +111,7 @@ class TestCache:
     def test_key_is_order_insensitive_canonical_json(self) -> None:
         a = cache_key(model="m", messages=_user("x"), tools=None, params={"temperature": 0, "seed": 1})
         b = cache_key(model="m", messages=_user("x"), tools=None, params={"seed": 1, "temperature": 0})
-        assert (
-            a
-            == b
-            != cache_key(model="m2", messages=_user("x"), tools=None, params={"seed": 1, "temperature": 0})
-        )
+        assert a == b != cache_key(model="m2", messages=_user("x"), tools=None, params={"seed": 1, "temperature": 0})
 
     def test_cache_is_wal_and_thread_safe(self, tmp_path: Path) -> None:
         with ResponseCache(tmp_path / "c.sqlite") as cache:
@@ -136,9 +132,7 @@ class TestRetries:
         assert stats.retries > 0 and stats.failures == 0
         assert len(server.requests) == stats.requests == 20 + stats.retries
         # consecutive failures before each success never exceed max_retries (5 attempts per call)
-        runs = [
-            len(list(g)) for failed, g in itertools.groupby(server.statuses, key=lambda s: s != 200) if failed
-        ]
+        runs = [len(list(g)) for failed, g in itertools.groupby(server.statuses, key=lambda s: s != 200) if failed]
         assert max(runs) <= 4
 
     @pytest.mark.parametrize("status", [429, 500, 503])
@@ -173,17 +167,14 @@ class TestRetries:
         assert elapsed < 2.5
 
     def test_backoff_is_jittered_exponential_and_capped(self) -> None:
-        settings = LLMSettings(
-            backend="openai", model="m", backoff_base_s=1.0, backoff_max_s=4.0, retry_seed=3
-        )
+        settings = LLMSettings(backend="openai", model="m", backoff_base_s=1.0, backoff_max_s=4.0, retry_seed=3)
         client = LLMClient(settings)
         delays = [client._backoff(attempt, RuntimeError()) for attempt in range(5)]
         for attempt, delay in enumerate(delays):
             cap = min(4.0, 2.0**attempt)
             assert cap / 2 <= delay <= cap
         assert delays != [
-            LLMClient(settings.model_copy(update={"retry_seed": 4}))._backoff(a, RuntimeError())
-            for a in range(5)
+            LLMClient(settings.model_copy(update={"retry_seed": 4}))._backoff(a, RuntimeError()) for a in range(5)
         ]
 
 

@@ -24,9 +24,7 @@ def _post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 
 
 def test_completion_shape_and_models_listing() -> None:
-    with FakeOpenAIServer(
-        lambda r: {"content": "hello", "tool_calls": [{"name": "f", "arguments": {"a": 1}}]}
-    ) as s:
+    with FakeOpenAIServer(lambda r: {"content": "hello", "tool_calls": [{"name": "f", "arguments": {"a": 1}}]}) as s:
         status, body = _post(s.base_url + "/chat/completions", {"model": "m", "messages": [{"role": "user"}]})
         with urllib.request.urlopen(s.base_url + "/models", timeout=5) as response:
             models = json.loads(response.read())

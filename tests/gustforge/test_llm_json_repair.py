@@ -11,9 +11,7 @@ from hypothesis import strategies as st
 from gustforge.errors import LLMOutputError
 from gustforge.llm.json_repair import extract_json_candidates, repair_json, repair_text
 
-_scalars = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
-)
+_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
 _json_values = st.recursive(
     _scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),

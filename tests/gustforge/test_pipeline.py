@@ -22,8 +22,9 @@ def test_shards_keep_every_item_in_order(n: int, size: int, cap: int) -> None:
 def test_merge_sums_reports_and_keeps_order() -> None:
     def result(shard: int, produced: int, dropped: dict[str, int]) -> pipeline.ShardResult:
         report = StageReport(stage="tdg", inputs=produced + sum(dropped.values()), produced=produced, dropped=dropped)
-        return pipeline.ShardResult(stage="tdg", shard=shard, items=tuple({"s": shard, "k": k} for k in range(produced)),
-                                    report=report)
+        return pipeline.ShardResult(
+            stage="tdg", shard=shard, items=tuple({"s": shard, "k": k} for k in range(produced)), report=report
+        )
 
     merged = pipeline.merge_results("tdg", [result(0, 2, {"a": 1}), result(1, 1, {"a": 2, "b": 1})])
     assert merged.report == StageReport(stage="tdg", inputs=7, produced=3, dropped={"a": 3, "b": 1})

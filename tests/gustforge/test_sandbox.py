@@ -13,6 +13,7 @@ from gustforge.sandbox import SandboxLimits, SandboxPool, SandboxWorker, check_s
 
 TINY = Path(__file__).resolve().parents[1] / "envgen" / "fixtures" / "tiny_env"
 FAST = SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=4)
+HANG = SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=2)  # for tests that must time out
 
 COUNTER = """
 import json
@@ -132,13 +133,15 @@ class TestWorker:
             other.load(COUNTER, {})
             assert other.call("new_id", {}) != first[0]
 
-    def test_restarts_after_timeout_with_initial_db(self, worker: SandboxWorker) -> None:
+    def test_restarts_after_timeout_with_initial_db(self) -> None:
+        worker = SandboxWorker(HANG)
         worker.load(COUNTER, {"counts": {"a": 1}})
         worker.call("bump", {"key": "a"})
         with pytest.raises(SandboxTimeout):
             worker.call("spin", {})
         assert worker.call("bump", {"key": "a"})["value"] == 2  # restarted: tools reloaded on the initial DB
         assert worker.restarts == 1
+        worker.close()
 
     def test_import_failure_is_sandbox_error(self, worker: SandboxWorker) -> None:
         with pytest.raises(SandboxError, match="ZeroDivisionError"):
@@ -188,8 +191,9 @@ class TestRunTests:
         assert by_name["test_cancel_order_raises"].tool == "cancel_order"
         assert by_name["test_list_orders_ok"].passed and by_name["test_fresh_db_each_test"].passed
 
-    def test_hanging_test_fails_alone(self, worker: SandboxWorker) -> None:
+    def test_hanging_test_fails_alone(self) -> None:
         tools, _, db, specs = _tiny()
+        worker = SandboxWorker(HANG)
         worker.load(tools, db)
         tests = (
             "def test_a_hang(env):\n    while True:\n        pass\n"
@@ -199,6 +203,7 @@ class TestRunTests:
         report = worker.run_tests(tests, specs)
         assert [c.passed for c in report.cases] == [False, True]
         assert "SandboxTimeout" in report.cases[0].message
+        worker.close()
 
     def test_sandbox_level_errors_do_not_raise(self, worker: SandboxWorker) -> None:
         tools, _, db, specs = _tiny()

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gustforge.errors import SandboxMemoryError, SandboxTimeout, SandboxViolation
+from gustforge.errors import SandboxError, SandboxMemoryError, SandboxTimeout, SandboxViolation
 from gustforge.sandbox import SandboxLimits, SandboxWorker, check_source
 
 FAST = SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=4)
@@ -133,10 +133,12 @@ def test_runtime_block(worker: SandboxWorker, body: str, expected: str) -> None:
     assert out["status"] == "error" and expected in out["message"]
 
 
-def test_cpu_loop_times_out_even_when_caught(worker: SandboxWorker) -> None:
-    worker.load(_tool("while True:\n    try:\n        while True:\n            pass\n    except:\n        pass"), {})
-    with pytest.raises(SandboxTimeout):
-        worker.call("attack", {})
+def test_cpu_loop_is_killed_even_when_the_signal_is_caught() -> None:
+    """SIGXCPU's default action ends the process: a bare `except:` around the loop cannot keep it alive."""
+    with SandboxWorker(SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=30)) as w:
+        w.load(_tool("while True:\n    try:\n        while True:\n            pass\n    except:\n        pass"), {})
+        with pytest.raises(SandboxTimeout, match="CPU limit"):
+            w.call("attack", {})
 
 
 def test_wall_limit_when_cpu_limit_is_generous() -> None:
@@ -211,3 +213,25 @@ def test_well_behaved_module_still_works(worker: SandboxWorker) -> None:
     out = worker.call("ok", {})
     assert out["status"] == "success" and out["message"] == "x"
     assert out["parts"] == ["a", "b"] and out["when"] == "2024-01-03" and out["total"] == 6
+
+
+def test_validate_never_leaks_exception_objects(worker: SandboxWorker) -> None:
+    worker.load(_tool("return {'status': 'success', 'message': 'ok'}"), {})
+    tests = (
+        "def test_ref(env):\n"
+        "    out = env.validate(1, {'$ref': 'https://example.com/x.json'})\n"
+        "    env.check(isinstance(out, list) and all(isinstance(m, str) for m in out), str(out))\n"
+        "def test_non_json_args(env):\n"
+        "    out = env.call('attack', {'x': {1, 2}})\n"
+        "    env.check(out['message'].startswith('invalid arguments: not JSON'), out['message'])\n"
+    )
+    report = worker.run_tests(tests, {"attack": {"parameters": {"type": "object"}, "response": {}}})
+    assert report.passed, report.failures
+
+
+def test_closed_worker_is_not_resurrected() -> None:
+    w = SandboxWorker(FAST)
+    w.load(_tool("return {'status': 'success', 'message': 'ok'}"), {})
+    w.close()
+    with pytest.raises(SandboxError, match="closed"):
+        w.call("attack", {})

@@ -282,3 +282,13 @@ class TestSelection:
         ]
         assert "u2" in next(q.detail for q in outcome.dropped if q.reason == "unsolvable")
         assert outcome.report.balanced and outcome.report.produced == 0
+
+
+def test_verified_records_export_and_read_back(tmp_path, env, records):
+    from data.gust import read_gust, write_gust
+
+    outcome = verify_tasks(records, {"bank": env})
+    folder = write_gust(
+        outcome.kept, tmp_path / "gust", seed=0, filters_run={"replay": True, "teacher_pass_at_k": False}
+    )
+    assert read_gust(folder) == list(outcome.kept)

@@ -24,7 +24,11 @@ from trainer.rewards.parse import Call
 ADD = RawTool(
     name="calc-add",
     description="Add two numbers.",
-    parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+    parameters={
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    },
 )
 WEATHER = RawTool(
     name="weather-get",
@@ -123,11 +127,18 @@ def test_failed_endpoint_counts_failures_and_keeps_nothing(test_parquet: Path, t
 
 
 class TestResponder:
-    schemas = {t.name: {"type": "function", "function": t.model_dump(exclude={"output_schema"})} for t in (ADD, WEATHER)}
+    schemas = {
+        t.name: {"type": "function", "function": t.model_dump(exclude={"output_schema"})} for t in (ADD, WEATHER)
+    }
 
     def test_stage1_texts(self) -> None:
-        assert validate_call(Call("nope", {}), self.schemas) == "Tool 'nope' not found in the current available tools set."
-        assert validate_call(Call("calc-add", {"a": 1}), self.schemas) == "Tool 'calc-add' missing required parameters: ['b']"
+        assert (
+            validate_call(Call("nope", {}), self.schemas) == "Tool 'nope' not found in the current available tools set."
+        )
+        assert (
+            validate_call(Call("calc-add", {"a": 1}), self.schemas)
+            == "Tool 'calc-add' missing required parameters: ['b']"
+        )
         assert "invalid parameter 'a'" in (validate_call(Call("calc-add", {"a": "x", "b": 1}), self.schemas) or "")
         assert validate_call(Call("calc-add", {"a": 1, "b": 2}), self.schemas) is None
 

@@ -25,7 +25,9 @@ def test_verl_row_has_nested_gold_readable_by_the_reward(prepared_sample: Prepar
     row = verl_row(sample, index=0, split="train")
     gold = normalize_gold(row.reward_model.ground_truth.gold_tool_calls)
     assert [[c.name for c in step] for step in gold] == [[c.name for c in st.calls] for st in sample.gold_steps]
-    assert [[c.arguments for c in step] for step in gold] == [[c.arguments for c in st.calls] for st in sample.gold_steps]
+    assert [[c.arguments for c in step] for step in gold] == [
+        [c.arguments for c in st.calls] for st in sample.gold_steps
+    ]
     assert row.prompt[-1].content == sample.question
     assert row.extra_info.task_id == f"{sample.uuid}:{sample.turn_index}"
 

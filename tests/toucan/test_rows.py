@@ -74,8 +74,16 @@ class TestParseToucanRow:
         assert "messages:double_encoded" in d.repairs
 
     def test_tools_rebuilt_from_metadata(self) -> None:
-        meta = {"mcp_servers": [{"server_name": "Weather Server", "remote_server_response": {"tools": [
-            {"name": "get_weather", "input_schema": {"type": "object", "properties": {}}}]}}]}
+        meta = {
+            "mcp_servers": [
+                {
+                    "server_name": "Weather Server",
+                    "remote_server_response": {
+                        "tools": [{"name": "get_weather", "input_schema": {"type": "object", "properties": {}}}]
+                    },
+                }
+            ]
+        }
         raw = RawRow(0, {"uuid": "u", "messages": json.dumps(_msgs("{}")), "metadata": str(meta)})
         d = parse_row(raw)
         assert [t.name for t in d.tools] == ["weather-server-get_weather"]

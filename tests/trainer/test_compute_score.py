@@ -120,7 +120,7 @@ def test_bad_ground_truth_keeps_the_key_set():
 
 
 def test_llm_judge_through_kwargs(gust_gt):
-    reply = "<response><response_quality><reasoning>r</reasoning><rating>excellent</rating></response_quality></response>"
+    reply = "<response_quality><reasoning>r</reasoning><rating>excellent</rating></response_quality>"
     with FakeOpenAIServer(lambda req: {"content": reply}) as server:
         kwargs = {"judge": "llm", "judge_base_url": server.base_url, "judge_model": "j",
                   "judge_api_key_env": "GUST_TEST_NO_KEY", "state_mode": "off"}
@@ -137,3 +137,23 @@ def test_config_from_kwargs():
     assert cfg.weights.par == 0.5 and cfg.w_summary == 2.0 and cfg.judge_options == {"model": "m"}
     with pytest.raises(ValueError):
         config_from_kwargs({"state_mode": "sometimes"})
+
+
+def test_score_batch_equals_per_row(gust_gt):
+    from trainer.rewards.score import RewardConfig, Scorer
+
+    items = [(rollout(GOLD_STAGES, FINAL), gust_gt, {}), ("no calls in this reply at all", gust_gt, {}),
+             (rollout(GOLD_STAGES[:1], FINAL), gust_gt, {}), (rollout(GOLD_STAGES, FINAL), gust_gt, {})]
+    scorer = Scorer(RewardConfig())
+    assert scorer.score_batch(items) == [compute_score("gust", s, gt, i) for s, gt, i in items]
+    assert scorer._sessions is None  # sessions closed after the batch
+
+
+def test_rewards_and_conversion_import_without_torch_or_verl():
+    import subprocess
+    import sys
+
+    code = ("import sys, trainer.compute_score, trainer.convert, trainer.rewards.score; "
+            "print(any(m.split('.')[0] in ('torch', 'verl') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

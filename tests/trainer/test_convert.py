@@ -74,7 +74,8 @@ def test_parquet_round_trip_pandas_datasets_and_bytes(task, previews, tmp_path):
     first = hf[0]
     assert first["prompt"][0]["role"] == "system" and first["agent_name"] == AGENT_NAME
     assert first["extra_info"]["tools_kwargs"]["sgls"]["create_kwargs"]["env_dir"].endswith("tiny_env")
-    assert json.loads(first["reward_model"]["ground_truth"]["gold_tool_calls"]) == rows[0].reward_model.ground_truth.gold_steps()
+    gold = json.loads(first["reward_model"]["ground_truth"]["gold_tool_calls"])
+    assert gold == rows[0].reward_model.ground_truth.gold_steps()
 
 
 def test_previews_convert_exactly(previews):
@@ -83,7 +84,8 @@ def test_previews_convert_exactly(previews):
     for raw, row in zip(previews, rows, strict=True):
         gt = row.reward_model.ground_truth
         assert [m.model_dump() for m in row.prompt] == raw["prompt"]
-        assert row.prompt[0].content == hermes_system_prompt(json.loads(raw["reward_model"]["ground_truth"]["tool_schemas"]))
+        tools = json.loads(raw["reward_model"]["ground_truth"]["tool_schemas"])
+        assert row.prompt[0].content == hermes_system_prompt(tools)
         names = [c["name"] for step in gt.gold_steps() for c in step]
         assert names == raw["reward_model"]["ground_truth"]["gold_tool_calls"]
         assert not gt.args_known and not gt.turn_level and gt.env_dir == ""

@@ -175,7 +175,7 @@ class TestSlca:
         rewards = torch.tensor([[0.0, 0.9, 0.0, 0.0, 0.1, 0.0], [-0.1, 0.9, 0.0, 0.0, 0.1, 0.0]])
         adv, _ = compute_slca_advantage(rewards, _mask(rows), np.array(["g", "g"]), _cfg())
         s = 1 / math.sqrt(2)
-        assert adv[:, 0].tolist() == pytest.approx([s, -s], abs=1e-5)
+        assert adv[:, 0].tolist() == pytest.approx([s, -s], abs=1e-4)  # σ = 0.07: ε matters at 1e-5
         assert torch.all(adv[:, 3:5] == 0)
 
 
@@ -187,9 +187,7 @@ def _tara_reference(turns: list[list[float]], gamma: float, lam: float) -> list[
         sd = math.sqrt(sum((v - mu) ** 2 for v in values) / len(values))
         return [0.0 if sd == 0 else (v - mu) / (sd + EPS) for v in values]
 
-    value = [
-        [r[t] * sum(gamma**k * r[t + k + 1] for k in range(len(r) - t - 1)) for t in range(len(r))] for r in turns
-    ]
+    value = [[r[t] * sum(gamma**k * r[t + k + 1] for k in range(len(r) - t - 1)) for t in range(len(r))] for r in turns]
     out = [[0.0] * len(r) for r in turns]
     for t in range(max(len(r) for r in turns)):
         members = [i for i, r in enumerate(turns) if len(r) > t]
@@ -230,7 +228,7 @@ class TestTara:
         rows = _turn_rows(turns)
         adv, _ = compute_tara_advantage(_place(rows, turns), _mask(rows), np.array(["g"] * 2), _cfg())
         for i, row in enumerate(rows):
-            for j, (s, e) in enumerate(_runs(row)):
+            for s, e in _runs(row):
                 assert torch.all(adv[i, s:e] == adv[i, s])
             assert torch.all(adv[i][_mask(rows)[i] == 0] == 0)
 

@@ -11,7 +11,6 @@ from gustforge.llm import LLMClient, LLMSettings
 from tests.fakes.openai_server import FakeHTTPError, FakeOpenAIServer
 from trainer.rewards.judge import (
     JUDGES,
-    HeuristicJudge,
     LLMJudge,
     make_judge_input,
     parse_rating,
@@ -28,7 +27,8 @@ INP = make_judge_input(
 
 
 def _reply(label: str) -> str:
-    return f"<response><response_quality><reasoning>ok</reasoning><rating>{label}</rating></response_quality></response>"
+    inner = f"<response_quality><reasoning>ok</reasoning><rating>{label}</rating></response_quality>"
+    return f"<response>{inner}</response>"
 
 
 @pytest.mark.parametrize(

@@ -104,7 +104,8 @@ def test_env_backend_requires_an_env():
 
 
 def test_llm_backend_over_fake_endpoint_with_format_retry():
-    replies = iter(["Sure! here it is", '<tool_response>{"order": {"id": "ORD-9", "status": "pending"}}</tool_response>'])
+    tagged = '<tool_response>{"order": {"id": "ORD-9", "status": "pending"}}</tool_response>'
+    replies = iter(["Sure! here it is", tagged])
 
     with FakeOpenAIServer(lambda req: {"content": next(replies)}) as server:
         tool = SGLSTool({"backend": "hybrid", "max_observation_chars": 30,
@@ -127,7 +128,8 @@ def test_llm_backend_over_fake_endpoint_with_format_retry():
     assert '"name": "get_order", "parameters": {"order_id": "ORD-9"}, "depend_on": []' in prompt
     assert '"description": "Get one order by its id."' in prompt
     assert requests[0]["temperature"] == 0.6 and requests[1].get("seed") == 1
-    assert missing.text == "Tool 'get_order' missing required parameters: ['order_id']"
+    # stage-1 texts are observations too, so they are truncated like any other
+    assert missing.text == truncate_observation("Tool 'get_order' missing required parameters: ['order_id']", 30)
 
 
 def test_llm_backend_transport_failure_becomes_observation():

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from envgen.runtime import Environment
+from tests.trainer.gust_task import GOLD_STAGES, TINY_ENV, make_task
 from trainer.rewards.parse import Call
 from trainer.rewards.state import replay_final_hash, state_equivalence
-from tests.trainer.gust_task import GOLD_STAGES, TINY_ENV, make_task
 
 
 def _calls(stages):

@@ -80,7 +80,8 @@ Check three things: (1) result interpretation — are the tool results read corr
 part of the question answered with the available information; (3) expression — is the reply clear and well organised.
 
 Answer in exactly this format:
-<response><response_quality><reasoning>one short paragraph</reasoning><rating>LABEL</rating></response_quality></response>
+<response><response_quality><reasoning>one short paragraph</reasoning>\
+<rating>LABEL</rating></response_quality></response>
 """
 
 

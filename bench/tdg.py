@@ -1,0 +1,211 @@
+"""TDG benchmark over environments built offline from the Toucan MCP servers (shared corpora).
+
+Builds environments with the offline envgen pieces (ingest -> refactor -> database -> tools code; the generated unit
+tests are not run here), then per environment: graph inference + sanitization, coverage-oriented DUS,
+reconstruction, and the random-walk baseline on the same DAGs with the same number of skeletons.
+
+Run: `.venv/bin/python bench/tdg.py [--limit N] [--out bench_tdg.json]`; prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data.io import write_json  # noqa: E402
+from data.models import GoldenTrace, Skeleton  # noqa: E402
+from envgen.config import EnvGenConfig  # noqa: E402
+from envgen.runtime import Environment  # noqa: E402
+from tdg.config import TDGConfig  # noqa: E402
+from tdg.dus import random_walk_skeleton, sample_skeletons_for_coverage  # noqa: E402
+from tdg.infer import build_graphs  # noqa: E402
+from tdg.reconstruct import reconstruct_all  # noqa: E402
+from tdg.sanitize import sanitize_to_dag  # noqa: E402
+
+__all__ = ["main"]
+
+CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "toucan"
+SERVERS = CORPUS / "toucan_mcp_servers.remote_valid.jsonl"
+
+
+def build_envs(limit: int | None, seed: int) -> tuple[list[Environment], dict[str, Any]]:
+    """Offline environments from the Toucan servers (envgen.build is not used: not available when written)."""
+    from envgen.codegen import generate_tools_source
+    from envgen.database import synthesize_database
+    from envgen.ingest import read_toolsets
+    from envgen.refactor import refactor_toolset
+
+    cfg = EnvGenConfig(seed=seed)
+    start = time.perf_counter()
+    ingest = read_toolsets(SERVERS, cfg=cfg)
+    envs, failed = [], Counter()
+    for toolset in ingest.toolsets[:limit]:
+        try:
+            refactored = refactor_toolset(toolset, cfg)
+            db = synthesize_database(refactored, seed=seed)
+            source = generate_tools_source(refactored, db)
+        except Exception as exc:  # noqa: BLE001 - the benchmark counts build failures by type
+            failed[type(exc).__name__] += 1
+            continue
+        envs.append(Environment.from_parts(toolset.toolset_id, list(refactored.tools), db, source))
+    info = {"servers": ingest.report.inputs, "toolsets_after_ingest": ingest.report.produced,
+            "ingest_dropped": ingest.report.dropped, "envs_built": len(envs), "build_failed": dict(failed),
+            "build_s": round(time.perf_counter() - start, 2)}  # fmt: skip
+    return envs, info
+
+
+def _dist(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+    q = statistics.quantiles(ordered, n=4) if len(ordered) > 1 else [ordered[0]] * 3
+    return {"n": len(ordered), "mean": round(statistics.fmean(ordered), 3), "min": ordered[0], "p25": q[0],
+            "median": q[1], "p75": q[2], "max": ordered[-1]}  # fmt: skip
+
+
+def _calls(trace: GoldenTrace) -> list[str]:
+    return [c.name for s in trace.stages for c in s.calls]
+
+
+def _dependency_consistent(dag: nx.DiGraph, skeleton: Skeleton) -> bool:
+    done: set[str] = set()
+    for stage in skeleton.stages:
+        if any(not set(dag.predecessors(t)) <= done for t in stage):
+            return False
+        done |= set(stage)
+    return True
+
+
+def _arm(env: Environment, dags: list[nx.DiGraph], skeletons: list[Skeleton], seed: int) -> dict[str, Any]:
+    start = time.perf_counter()
+    result = reconstruct_all(env, dags, skeletons, seed=seed)
+    elapsed = time.perf_counter() - start
+    failed = [q for q in result.quarantine if q.reason != "duplicate_trace"]
+    covered = {name for t in result.traces for name in _calls(t)}
+    return {
+        "skeletons": len(skeletons),
+        "traces": len(result.traces),
+        "failed": len(failed),
+        "reasons": Counter(q.reason.split(":")[0] for q in result.quarantine),
+        "coverage": len(covered) / len(env.schemas),
+        "consistent": sum(_dependency_consistent(dags[s.graph_index], s) for s in skeletons),
+        "lengths": [len(_calls(t)) for t in result.traces],
+        "stages": [len(t.stages) for t in result.traces],
+        "seconds": elapsed,
+    }
+
+
+def bench_env(env: Environment, cfg: TDGConfig) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    graphs = build_graphs(env, n_graphs=cfg.n_graphs, inferer=cfg.inferer, seed=cfg.seed)
+    sanitized = [sanitize_to_dag(g) for g in graphs]
+    dags = [s.dag for s in sanitized]
+    t1 = time.perf_counter()
+    coverage = sample_skeletons_for_coverage(
+        dags, env_id=env.env_id, target_coverage=cfg.target_coverage, max_skeletons=cfg.max_skeletons,
+        min_skeletons=cfg.min_skeletons, patience=cfg.patience, max_parallel=cfg.max_parallel,
+        max_stages=cfg.max_stages, seed=cfg.seed,
+    )  # fmt: skip
+    t2 = time.perf_counter()
+    skeletons = list(coverage.skeletons)
+    walks = [
+        random_walk_skeleton(dags[i % len(dags)], max_len=cfg.max_stages, seed=cfg.seed + i, env_id=env.env_id,
+                             graph_index=i % len(dags))  # fmt: skip
+        for i in range(len(skeletons))
+    ]
+    return {
+        "tools": len(env.schemas),
+        "graphs": len(dags),
+        "edges": [g.number_of_edges() for g in graphs],
+        "removed": Counter(r.reason for s in sanitized for r in s.removed),
+        "graph_s": t1 - t0,
+        "dus_s": t2 - t1,
+        "skeleton_coverage": coverage.coverage,
+        "dus": _arm(env, dags, skeletons, cfg.seed),
+        "walk": _arm(env, dags, walks, cfg.seed),
+    }
+
+
+def _summarize_arm(rows: list[dict[str, Any]], arm: str) -> dict[str, Any]:
+    arms = [r[arm] for r in rows]
+    skeletons = sum(a["skeletons"] for a in arms)
+    traces = sum(a["traces"] for a in arms)
+    reasons: Counter[str] = Counter()
+    for a in arms:
+        reasons.update(a["reasons"])
+    return {
+        "skeletons": skeletons,
+        "traces": traces,
+        "executable_rate": round(1 - sum(a["failed"] for a in arms) / skeletons, 4) if skeletons else None,
+        "dependency_consistent_rate": round(sum(a["consistent"] for a in arms) / skeletons, 4) if skeletons else None,
+        "coverage_per_env": _dist([round(a["coverage"], 4) for a in arms]),
+        "calls_per_trace": _dist([n for a in arms for n in a["lengths"]]),
+        "stages_per_trace": _dist([n for a in arms for n in a["stages"]]),
+        "traces_per_s": round(traces / sum(a["seconds"] for a in arms), 2),
+        "drop_reasons": dict(reasons.most_common()),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--limit", type=int, default=None, help="Benchmark only the first N toolsets.")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
+    args = parser.parse_args(argv)
+    cfg = TDGConfig(seed=args.seed)
+    envs, build = build_envs(args.limit, args.seed)
+    rows = []
+    errors: Counter[str] = Counter()
+    for env in envs:
+        try:
+            rows.append(bench_env(env, cfg))
+        except Exception as exc:  # noqa: BLE001 - e.g. a generated tools module the sandbox rejects
+            errors[type(exc).__name__] += 1
+    removed: Counter[str] = Counter()
+    for r in rows:
+        removed.update(r["removed"])
+    dus, walk = _summarize_arm(rows, "dus"), _summarize_arm(rows, "walk")
+    report = {
+        "config": cfg.model_dump(),
+        "build": build,
+        "envs_benchmarked": len(rows),
+        "env_errors": dict(errors),
+        "tools_per_env": _dist([r["tools"] for r in rows]),
+        "graph_building": {
+            "envs_per_s": round(len(rows) / sum(r["graph_s"] for r in rows), 2),
+            "graphs_per_env": _dist([r["graphs"] for r in rows]),
+            "edges_per_graph": _dist([e for r in rows for e in r["edges"]]),
+            "removed_edges": dict(removed),
+        },
+        "dus_skeletons_per_s": round(sum(r["dus"]["skeletons"] for r in rows) / sum(r["dus_s"] for r in rows), 1),
+        "skeleton_coverage_per_env": _dist([round(r["skeleton_coverage"], 4) for r in rows]),
+        "dus": dus,
+        "random_walk": walk,
+        "dus_vs_walk": {
+            "mean_coverage_ratio": round(dus["coverage_per_env"]["mean"] / walk["coverage_per_env"]["mean"], 3),
+            "executable_rate_ratio": round(dus["executable_rate"] / walk["executable_rate"], 3),
+            "dependency_consistent_ratio": round(
+                dus["dependency_consistent_rate"] / walk["dependency_consistent_rate"], 3
+            ),
+            "mean_calls_ratio": round(dus["calls_per_trace"]["mean"] / walk["calls_per_trace"]["mean"], 3),
+        },
+    }
+    if args.out:
+        write_json(args.out, report)
+    json.dump(report, sys.stdout, indent=1, default=str)
+    sys.stdout.write("\n")
+    return report
+
+
+if __name__ == "__main__":
+    main()

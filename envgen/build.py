@@ -1,0 +1,337 @@
+"""The closed loop of ToolVerse §3.1: refactor → mock DB → code → tests → sandbox run → repair (K tries) → keep or
+quarantine. No Prefect here: `build_environments` does the per-item work of one shard.
+
+Repair per backend (`REPAIRS`, keyed by `EnvGenConfig.backend`):
+    offline   reseed the DB and fall back to the always-executable `action` template for every failing tool;
+    openai    keep the schemas and re-prompt the code generator with the failures.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from importlib import metadata
+from typing import Any
+
+from data.envs import EnvArtifacts
+from data.models import (
+    EnvManifest,
+    QuarantineRecord,
+    RefactoredToolset,
+    StageReport,
+    StrictModel,
+    TestReport,
+    ToolKind,
+    Toolset,
+)
+from envgen.codegen import generate_tools_source
+from envgen.config import EnvGenConfig
+from envgen.database import synthesize_database
+from envgen.ingest import reason_of
+from envgen.naming import slug
+from envgen.refactor import finalize_tools, refactor_toolset
+from envgen.testgen import generate_tests_source
+from gustforge.errors import CodegenError, GustError, LLMError, RefactorError, SandboxError
+from gustforge.hashing import short_hash
+from gustforge.llm import LLMClient
+from gustforge.registry import Registry
+from gustforge.sandbox import SandboxLimits, SandboxPool, SandboxWorker
+
+__all__ = ["EnvBuildResult", "BuildOutcome", "REPAIRS", "build_environment", "build_environments", "make_env_id"]
+
+logger = logging.getLogger(__name__)
+
+STAGE = "envgen"
+Progress = Callable[[int, int], None]
+
+
+class EnvBuildResult(StrictModel):
+    """One toolset's outcome: the environment, or why it was quarantined."""
+
+    toolset_id: str
+    artifacts: EnvArtifacts | None = None
+    quarantine: QuarantineRecord | None = None
+    attempts: int = 0
+
+
+class BuildOutcome(StrictModel):
+    """A shard's outcome: per-toolset results in input order, the quarantine and the stage accounting."""
+
+    results: tuple[EnvBuildResult, ...]
+    quarantine: tuple[QuarantineRecord, ...]
+    report: StageReport
+
+    @property
+    def environments(self) -> list[EnvArtifacts]:
+        return [r.artifacts for r in self.results if r.artifacts is not None]
+
+
+# --------------------------------------------------------------------------------------------- repairs
+
+Repair = Callable[[RefactoredToolset, TestReport], RefactoredToolset]
+REPAIRS: Registry[Repair] = Registry("repair strategy")
+
+
+@REPAIRS.register("offline")
+def _simplify_failing(refactored: RefactoredToolset, report: TestReport) -> RefactoredToolset:
+    """Fall back to the `action` template (validate, log the call, echo referenced records) for failing tools."""
+    failing = {case.tool for case in report.failures if case.tool}
+    if not failing:
+        return refactored
+    drafts = [t.model_copy(update={"kind": ToolKind.ACTION}) if t.name in failing else t for t in refactored.tools]
+    logger.info("repair %s: action template for %s", refactored.toolset_id, sorted(failing))
+    return refactored.model_copy(update={"tools": finalize_tools(drafts)})
+
+
+@REPAIRS.register("openai")
+def _keep_schemas(refactored: RefactoredToolset, report: TestReport) -> RefactoredToolset:
+    """The LLM repairs the code (it sees the failures); the schemas stay."""
+    return refactored
+
+
+# --------------------------------------------------------------------------------------------- one toolset
+
+
+def make_env_id(name: str, schemas: Sequence[dict[str, Any]], db: dict[str, Any], tools_source: str) -> str:
+    """`<slug-of-name>-<short content hash>`: equal content gives equal ids across runs."""
+    return f"{slug(name)}-{short_hash({'schemas': list(schemas), 'db': db, 'tools': tools_source}, 10)}"
+
+
+def _versions() -> dict[str, str]:
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "unknown"
+
+    return {"gustforge": version("gustforge"), "python": platform.python_version(), "jsonschema": version("jsonschema")}
+
+
+def _failure_lines(report: TestReport) -> list[str]:
+    lines = [f"{case.name} ({case.tool}): {case.message}" for case in report.failures]
+    return ([f"module: {report.error}"] if report.error else []) + lines
+
+
+def _quarantine_reason(report: TestReport) -> tuple[str, str]:
+    if report.error:
+        return "tests_error", report.error
+    first = report.failures[0] if report.failures else None
+    if first is None:
+        return "tests_failed", "no test passed"
+    return f"tests_failed:{first.tool or first.name}", first.message[:500]
+
+
+@contextmanager
+def _worker(pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> Iterator[SandboxWorker]:
+    if pool is not None:
+        with pool.acquire(seed=seed) as worker:
+            yield worker
+        return
+    with SandboxWorker(_limits(cfg), seed=seed) as worker:
+        yield worker
+
+
+def _limits(cfg: EnvGenConfig) -> SandboxLimits:
+    return SandboxLimits(cpu_seconds=cfg.sandbox_cpu_seconds, memory_mb=cfg.sandbox_memory_mb,
+                         wall_seconds=cfg.sandbox_wall_seconds)  # fmt: skip
+
+
+class _Attempt(StrictModel):
+    refactored: RefactoredToolset
+    db: dict[str, Any]
+    tools_source: str
+    tests_source: str
+    report: TestReport
+    seed: int
+
+
+def _attempt(
+    refactored: RefactoredToolset, cfg: EnvGenConfig, worker: SandboxWorker, *, seed: int,
+    client: LLMClient | None, failures: list[str], timings: dict[str, float], gate: AbstractContextManager[Any],
+) -> _Attempt:  # fmt: skip
+    start = time.perf_counter()
+    db = synthesize_database(refactored, seed=seed, records_per_entity=cfg.records_per_entity, client=client)
+    tools_source = generate_tools_source(refactored, db, backend=cfg.backend, client=client, failures=failures)
+    tests_source = generate_tests_source(refactored, db, seed=seed)
+    timings["generate_s"] = timings.get("generate_s", 0.0) + time.perf_counter() - start
+    start = time.perf_counter()
+    schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
+    try:
+        with gate:  # CPython 3.11's ast.parse is not thread-safe (gh-106905); the sandbox parses in this process
+            worker.load(tools_source, db)
+            report = worker.run_tests(tests_source, schemas, total_seconds=cfg.test_budget_seconds)
+    except SandboxError as exc:
+        report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
+    timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start
+    return _Attempt(refactored=refactored, db=db, tools_source=tools_source, tests_source=tests_source,
+                    report=report, seed=seed)  # fmt: skip
+
+
+def _artifacts(
+    toolset: Toolset, cfg: EnvGenConfig, done: _Attempt, attempts: int, timings: dict[str, float]
+) -> EnvArtifacts:
+    schemas = done.refactored.tools
+    dumps = [s.model_dump(mode="json") for s in schemas]
+    env_id = make_env_id(toolset.name, dumps, done.db, done.tools_source)
+    manifest = EnvManifest(
+        env_id=env_id,
+        toolset_id=toolset.toolset_id,
+        name=toolset.name,
+        provenance=toolset.provenance,
+        backend=cfg.backend,
+        model=cfg.llm.model if cfg.backend != "offline" else None,
+        seed=done.seed,
+        attempts=attempts,
+        tool_count=len(schemas),
+        name_map=done.refactored.name_map,
+        versions=_versions(),
+        timings={k: round(v, 4) for k, v in sorted(timings.items())},
+    )
+    return EnvArtifacts(manifest=manifest, schemas=schemas, db=done.db, tools_source=done.tools_source,
+                        tests_source=done.tests_source, test_report=done.report)  # fmt: skip
+
+
+def _quarantined(toolset: Toolset, reason: str, detail: str, attempts: int) -> EnvBuildResult:
+    record = QuarantineRecord(item_id=toolset.toolset_id, stage=STAGE, reason=reason, detail=detail,
+                              provenance=toolset.provenance)  # fmt: skip
+    return EnvBuildResult(toolset_id=toolset.toolset_id, quarantine=record, attempts=attempts)
+
+
+def _client(cfg: EnvGenConfig) -> LLMClient | None:
+    return LLMClient(cfg.llm.model_copy(update={"backend": "openai"})) if cfg.backend == "openai" else None
+
+
+def build_environment(
+    toolset: Toolset,
+    cfg: EnvGenConfig,
+    *,
+    sandbox_pool: SandboxPool | None = None,
+    client: LLMClient | None = None,
+    sandbox_gate: threading.Lock | None = None,
+) -> EnvBuildResult:
+    """Build one executable environment, repairing up to `cfg.max_repairs` times, or quarantine it.
+
+    Args:
+        toolset: an ingested toolset.
+        cfg: stage configuration.
+        sandbox_pool: warm workers to run the tests in; a one-off worker is started when omitted.
+        client: LLM client for the openai backend (built from `cfg.llm` when omitted).
+        sandbox_gate: lock held around sandbox loads and test runs when several threads build at once.
+
+    Returns:
+        An `EnvBuildResult` with artifacts, or with a quarantine record whose reason is the first failure
+        (`tests_failed:<tool>`, `tests_error`, `unsupported_type`, `sandbox_violation`, `llm_*`, ...).
+    """
+    owned = client is None and cfg.backend == "openai"
+    client = client if client is not None else _client(cfg)
+    timings: dict[str, float] = {}
+    try:
+        start = time.perf_counter()
+        refactored = refactor_toolset(toolset, cfg, client=client)
+        timings["refactor_s"] = time.perf_counter() - start
+        gate = sandbox_gate if sandbox_gate is not None else nullcontext()
+        return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings, gate)
+    except (RefactorError, CodegenError, LLMError, SandboxError) as exc:
+        return _quarantined(toolset, *reason_of(exc), attempts=0)
+    finally:
+        if owned and client is not None:
+            client.close()
+
+
+def _repair_loop(
+    toolset: Toolset, refactored: RefactoredToolset, cfg: EnvGenConfig, pool: SandboxPool | None,
+    client: LLMClient | None, timings: dict[str, float], gate: AbstractContextManager[Any],
+) -> EnvBuildResult:  # fmt: skip
+    failures: list[str] = []
+    report = TestReport(passed=False, cases=(), duration_s=0.0, error="not run")
+    with _worker(pool, cfg, cfg.seed) as worker:
+        for attempt in range(cfg.max_repairs + 1):
+            try:
+                last = _attempt(refactored, cfg, worker, seed=cfg.seed + attempt, client=client,
+                                failures=failures, timings=timings, gate=gate)  # fmt: skip
+            except CodegenError as exc:
+                failures = [str(exc)]
+                if attempt == cfg.max_repairs:
+                    return _quarantined(toolset, *reason_of(exc), attempts=attempt + 1)
+                continue
+            report = last.report
+            if report.passed:
+                return EnvBuildResult(toolset_id=toolset.toolset_id, attempts=attempt + 1,
+                                      artifacts=_artifacts(toolset, cfg, last, attempt + 1, timings))  # fmt: skip
+            failures = _failure_lines(report)
+            refactored = REPAIRS.get(cfg.backend)(refactored, report)
+    return _quarantined(toolset, *_quarantine_reason(report), attempts=cfg.max_repairs + 1)
+
+
+# --------------------------------------------------------------------------------------------- a shard
+
+
+def _safe_build(
+    toolset: Toolset, cfg: EnvGenConfig, pool: SandboxPool, client: LLMClient | None, gate: threading.Lock
+) -> EnvBuildResult:
+    """The per-item quarantine boundary: a bug on one toolset is counted, logged and quarantined, not fatal."""
+    try:
+        return build_environment(toolset, cfg, sandbox_pool=pool, client=client, sandbox_gate=gate)
+    except GustError as exc:
+        return _quarantined(toolset, *reason_of(exc), attempts=0)
+    except Exception as exc:  # noqa: BLE001 - the one quarantine boundary of this stage
+        logger.exception("envgen bug on toolset %s", toolset.toolset_id)
+        return _quarantined(toolset, f"internal_error:{type(exc).__name__}", str(exc)[:500], attempts=0)
+
+
+def build_environments(
+    toolsets: Sequence[Toolset],
+    cfg: EnvGenConfig,
+    *,
+    progress: Progress | None = None,
+    client: LLMClient | None = None,
+) -> BuildOutcome:
+    """Build every toolset of a shard with a warm sandbox pool (`cfg.sandbox_workers` workers and threads).
+
+    Args:
+        toolsets: ingested toolsets.
+        cfg: stage configuration.
+        progress: optional callback `progress(done, total)` after each toolset.
+        client: LLM client for the openai backend (the caller keeps ownership); built from `cfg.llm` if omitted.
+
+    Returns:
+        A `BuildOutcome`; results keep the input order and `report.balanced` holds.
+    """
+    total = len(toolsets)
+    results: list[EnvBuildResult | None] = [None] * total
+    owned = client is None
+    client = client if client is not None else _client(cfg)
+    done = 0
+    try:
+        with (
+            SandboxPool(size=cfg.sandbox_workers, limits=_limits(cfg)) as pool,
+            ThreadPoolExecutor(max_workers=cfg.sandbox_workers, thread_name_prefix="envgen") as executor,
+        ):
+            gate = threading.Lock()  # one sandbox parse/run at a time; generation overlaps (see _attempt)
+            futures = {executor.submit(_safe_build, t, cfg, pool, client, gate): i for i, t in enumerate(toolsets)}
+            for future, index in futures.items():
+                results[index] = future.result()
+                done += 1
+                if progress is not None:
+                    progress(done, total)
+    finally:
+        if owned and client is not None:
+            client.close()
+    final = [r for r in results if r is not None]
+    quarantine = tuple(r.quarantine for r in final if r.quarantine is not None)
+    return BuildOutcome(results=tuple(final), quarantine=quarantine, report=_report(total, final, quarantine))
+
+
+def _report(total: int, results: list[EnvBuildResult], quarantine: tuple[QuarantineRecord, ...]) -> StageReport:
+    dropped: dict[str, int] = {}
+    for record in quarantine:
+        code = record.reason.split(":", 1)[0]
+        dropped[code] = dropped.get(code, 0) + 1
+    produced = sum(r.artifacts is not None for r in results)
+    logger.info("envgen: %d toolsets, %d environments, dropped %s", total, produced, dropped)
+    return StageReport(stage=STAGE, inputs=total, produced=produced, dropped=dropped)

@@ -1,0 +1,93 @@
+"""envgen.database: seeded, typed, internally consistent mock DBs; the LLM variant is validated."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from envgen.config import EnvGenConfig
+from envgen.database import check_database, sample_value, synthesize_database
+from envgen.entities import ACTION_LOG, plan_environment
+from envgen.refactor import refactor_toolset
+from gustforge.errors import CodegenError
+from gustforge.llm import LLMClient, LLMSettings
+from tests.envgen._envgen_samples import refactored, sample_toolsets
+from tests.fakes.openai_server import FakeOpenAIServer
+
+
+def test_every_sample_db_is_consistent() -> None:
+    for toolset in sample_toolsets():
+        rt = refactor_toolset(toolset, EnvGenConfig())
+        db = synthesize_database(rt, seed=3)
+        assert check_database(plan_environment(rt.tools), db) == [], toolset.name
+        assert db[ACTION_LOG] == {}
+
+
+def test_deterministic_under_the_seed() -> None:
+    rt = refactored("Acme Shop")
+    assert synthesize_database(rt, seed=1) == synthesize_database(rt, seed=1)
+    assert synthesize_database(rt, seed=1) != synthesize_database(rt, seed=2)
+
+
+def test_layout_counts_and_foreign_keys() -> None:
+    rt = refactored("Acme Shop")
+    db = synthesize_database(rt, seed=0, records_per_entity=(3, 5))
+    assert set(db) == {"products", "customers", "orders", ACTION_LOG}
+    for name in ("products", "customers", "orders"):
+        assert 3 <= len(db[name]) <= 5
+    for key, order in db["orders"].items():
+        assert order["order_id"] == key and key.startswith("ORD-")
+        assert order["customer_id"] in db["customers"] and order["product_id"] in db["products"]
+        assert 1 <= order["quantity"] <= 10
+    categories = {p["category"] for p in db["products"].values()}
+    assert categories <= {"books", "electronics", "garden", "toys"}
+
+
+def test_check_database_finds_problems() -> None:
+    rt = refactored("Acme Shop")
+    plan = plan_environment(rt.tools)
+    db = synthesize_database(rt, seed=0)
+    first = next(iter(db["orders"]))
+    db["orders"][first]["customer_id"] = "CUS-999"
+    db["orders"][first]["quantity"] = "many"
+    db["products"] = {}
+    problems = " | ".join(check_database(plan, db))
+    assert "CUS-999" in problems and "'many' is not of type 'integer'" in problems and "products" in problems
+
+
+@pytest.mark.parametrize(
+    ("field", "schema", "check"),
+    [
+        ("email", {"type": "string"}, lambda v: v.endswith("@example.com")),
+        ("due", {"type": "string", "format": "date"}, lambda v: len(v) == 10 and v[4] == "-"),
+        ("price", {"type": "number", "minimum": 600}, lambda v: v >= 600),
+        ("kind", {"type": "string", "enum": ["a", "b"]}, lambda v: v in ("a", "b")),
+        ("tags", {"type": "array", "items": {"type": "integer"}}, lambda v: all(isinstance(x, int) for x in v)),
+        ("flag", {"type": "boolean"}, lambda v: isinstance(v, bool)),
+    ],
+)
+def test_sample_value_respects_the_schema(field: str, schema: dict, check) -> None:
+    assert check(sample_value(field, schema, random.Random(0)))
+
+
+def test_llm_variant_is_validated() -> None:
+    rt = refactored("Ledger Bank")
+    offline = synthesize_database(rt, seed=0)
+    good = {"collections": {k: v for k, v in offline.items() if k != ACTION_LOG}}
+    bad = json.loads(json.dumps(good))
+    next(iter(bad["collections"]["transactions"].values()))["account_id"] = "ACC-404"
+    settings = LLMSettings(backend="openai", model="m", max_retries=0, max_repair_rounds=0)
+    with (
+        FakeOpenAIServer(lambda req: {"content": json.dumps(good)}) as server,
+        LLMClient(settings.model_copy(update={"base_url": server.base_url})) as client,
+    ):
+        assert synthesize_database(rt, seed=0, client=client) == offline
+        assert "Records per collection: 3-5" in server.requests[0]["messages"][1]["content"]
+    with (
+        FakeOpenAIServer(lambda req: {"content": json.dumps(bad)}) as server,
+        LLMClient(settings.model_copy(update={"base_url": server.base_url})) as client,
+    ):
+        with pytest.raises(CodegenError, match="invalid_database: .*ACC-404"):
+            synthesize_database(rt, seed=0, client=client)
