@@ -26,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-STAGE_NAMES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export")
+STAGE_NAMES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML build config.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeat).")]
@@ -205,6 +205,14 @@ def export(
 
 _mount("flows.cli_env", "env", "Run or serve (MCP) a built environment.")
 _mount("flows.cli_toucan", "toucan", "Toucan SFT/RL preparation, evaluation and the tool-space K-sweep.")
+eval_app = typer.Typer(help="Evaluate a served model (alias of the evaluators' own commands).", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+try:
+    from flows.cli_toucan import evaluate as _toucan_evaluate
+
+    eval_app.command("toucan", help="Alias of `gust toucan eval`.")(_toucan_evaluate)
+except ImportError:  # pragma: no cover - the toucan package ships with the core install
+    pass
 _mount("flows.cli_train", "train", "Launch RL training on verl (slca | tara | slca_tara | toolpo | grpo).")
 
 

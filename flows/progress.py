@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 __all__ = ["stage_progress"]
 
-_STAGES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export")
+_STAGES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
 _SHARD = re.compile(r"^(\w+) shard (\d+): (.*)$")
 _TASK_LOGGER = "prefect.task_runs"
 

@@ -44,6 +44,7 @@ class BudgetConfig(StrictModel):
     envgen: float = Field(default=1.0, ge=0, le=1, description="Max quarantined share of input toolsets.")
     reconstruct: float = Field(default=1.0, ge=0, le=1, description="Max dropped share of skeletons.")
     verify: float = Field(default=1.0, ge=0, le=1, description="Max dropped share of tasks.")
+    convert: float = Field(default=0.0, ge=0, le=1, description="Max share of tasks that fail verl conversion.")
 
 
 class BuildConfig(StrictModel):

@@ -12,6 +12,7 @@ Items per stage (what flows between shards):
     tasks       in: reconstruct items             out: env item + {records: [TaskRecord dumps]}
     verify      in: tasks items                   out: env item + {records: [verified TaskRecord dumps]}
     export      in: verify items (all shards)     out: the GUST folder
+    convert     in: export item                   out: verl RL parquet (`OUT/verl/train.parquet`) for `gust train`
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STAGE_ORDER: tuple[str, ...] = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export")
+STAGE_ORDER: tuple[str, ...] = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
 
 Item = dict[str, Any]
 
@@ -220,7 +221,8 @@ def ingest_inputs(inputs: Sequence[Path], cfg: BuildConfig) -> IngestSummary:
     toolsets.sort(key=lambda t: t.toolset_id)
     dropped: dict[str, int] = {}
     for record in quarantine:
-        dropped[record.reason] = dropped.get(record.reason, 0) + 1
+        code = record.reason.split(":", 1)[0]
+        dropped[code] = dropped.get(code, 0) + 1
     report = StageReport(stage="ingest", inputs=inputs_count, produced=len(toolsets), dropped=dropped)
     return IngestSummary(toolsets=tuple(t.model_dump(mode="json") for t in toolsets),
                          quarantine=tuple(quarantine), report=report)  # fmt: skip
@@ -320,7 +322,7 @@ def run_sample(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
         result = sample_skeletons_for_coverage(
             dags, env_id=item["env_id"], target_coverage=cfg.tdg.target_coverage, max_skeletons=cfg.tdg.max_skeletons,
             patience=cfg.tdg.patience, max_parallel=cfg.tdg.max_parallel, max_stages=cfg.tdg.max_stages,
-            seed=cfg.tdg.seed,
+            min_skeletons=cfg.tdg.min_skeletons, seed=cfg.tdg.seed,
         )  # fmt: skip
         if not result.skeletons:
             quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="sample", reason="no_skeleton",
@@ -410,8 +412,24 @@ def run_export(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     folder = write_gust(records, out / "gust", seed=cfg.seed,
                         filters_run={"replay": True, "solvability": cfg.verify.require_solvable,
                                      "teacher_pass_at_k": teacher_ran})  # fmt: skip
-    item = {"gust_dir": str(folder), "rows": len(records)}
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*.parquet")))).hexdigest()
+    item = {"gust_dir": str(folder), "rows": len(records), "digest": digest}  # digest keys the convert cache
     return _result("export", [item], [r.task_id for r in records], [], len(records), started)
+
+
+@_stage("convert", "export", ("trainer", "data"), ("seed",))
+def run_convert(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """GUST parquet → verl RL parquet (Hermes prompt, nested gold calls, env dir and final DB hash per row)."""
+    from data.gust import read_gust
+    from trainer.convert import gust_to_verl, write_rows
+
+    started = time.perf_counter()
+    records = [record for item in items for record in read_gust(Path(item["gust_dir"]))]
+    rows, quarantine = gust_to_verl(records, out / "envs")
+    path = write_rows(out / "verl" / "train.parquet", rows)
+    produced_ids = [r.task_id for r in records if r.task_id not in {q.item_id for q in quarantine}]
+    return _result("convert", [{"verl_parquet": str(path), "rows": len(rows)}], produced_ids, quarantine,
+                   len(records), started)  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------------- discovery

@@ -11,8 +11,15 @@ proxies (`MODULE_EXPORTS`), then rlimits and a wall timeout.
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import math
+import threading
 from typing import Any
+
+# CPython 3.11's ast.parse is not thread-safe (gh-106905: 'AST constructor recursion depth mismatch');
+# envgen and Prefect thread runners check sources from several threads at once.
+_PARSE_LOCK = threading.Lock()
 
 __all__ = [
     "ALLOWED_MODULES",
@@ -224,7 +231,8 @@ def find_violations(source: str) -> list[str]:
     if len(source) > MAX_SOURCE_CHARS:
         return [f"line 1: source is {len(source)} characters, more than the limit {MAX_SOURCE_CHARS}"]
     try:
-        tree = ast.parse(source, mode="exec")
+        with _PARSE_LOCK:
+            tree = ast.parse(source, mode="exec")
     except SyntaxError as exc:
         return [f"line {exc.lineno or 0}: syntax error: {exc.msg}"]
     except (RecursionError, MemoryError, ValueError) as exc:
@@ -339,10 +347,16 @@ def validation_errors(instance: Any, schema: dict[str, Any]) -> list[str]:
     import jsonschema
 
     try:
-        validator = make_validator(schema)
+        validator = _cached_validator(json.dumps(schema, sort_keys=True, default=str))
     except jsonschema.SchemaError as exc:
         return [f"invalid schema: {exc.message}"]
     return errors_of(validator, instance)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_validator(schema_json: str) -> Any:
+    """Checking a schema costs ~10 ms and tests validate the same response schemas over and over."""
+    return make_validator(json.loads(schema_json))
 
 
 def _error_message(error: Any) -> str:

@@ -73,6 +73,8 @@ def test_build_writes_envs_dataset_and_accounting(first_build: Built) -> None:
     assert set(frame["teacher_status"]) == {"not_run"} and frame["pass_at_k"].isna().all()
     assert frame["replay_ok"].all()
     assert (out / "gust" / "README.md").is_file() and (out / "gust" / "stats.png").is_file()
+    verl_rows = pd.read_parquet(out / "verl" / "train.parquet")
+    assert len(verl_rows) == summary.gust_rows and set(verl_rows["data_source"]) == {"gust"}
     assert json.loads((out / "run_summary.json").read_text())["teacher"] == "not run"
     assert json.loads((out / "config.json").read_text())["seed"] == cfg.seed
     assert all(state == "Completed" for state in states.values()), states
@@ -83,7 +85,7 @@ def test_unchanged_rerun_does_no_stage_work(first_build: Built) -> None:
     before = _parquet_bytes(cfg.out)
     again, states = _run(cfg)
     work = {name: state for name, state in states.items() if name.startswith(("ingest", "envgen", "tdg", "sample",
-            "reconstruct", "tasks", "verify", "export"))}  # fmt: skip
+            "reconstruct", "tasks", "verify", "export", "convert"))}  # fmt: skip
     assert work and all(state == "Cached" for state in work.values()), work
     assert again.gust_rows == summary.gust_rows and _parquet_bytes(cfg.out) == before
 
@@ -96,7 +98,7 @@ def test_editing_verify_config_reruns_only_verify_and_export(first_build: Built)
         stage = name.split("-")[0]
         if stage in {"ingest", "envgen", "tdg", "sample", "reconstruct", "tasks"}:
             assert state == "Cached", (name, state)
-        elif stage in {"verify", "export"}:
+        elif stage in {"verify", "export", "convert"}:
             assert state == "Completed", (name, state)
     frame = pd.concat(pd.read_parquet(p) for p in sorted((cfg.out / "gust").rglob("*.parquet")))
     assert frame.groupby("env_id").size().max() == 1 and len(frame) == summary.gust_rows
