@@ -9,7 +9,6 @@ from typing import Any
 from prefect import flow, unmapped
 from prefect.settings import PREFECT_RESULTS_LOCAL_STORAGE_PATH, temporary_settings
 
-from data import io
 from flows.runners import make_task_runner
 from gustforge import pipeline
 from gustforge.config import BuildConfig
@@ -62,7 +61,6 @@ def _storage(cfg: BuildConfig) -> Any:
 def run_build(cfg: BuildConfig) -> pipeline.RunSummary:
     """Run `build_flow` on the configured task runner with the stage cache under `OUT/.prefect-results`."""
     cfg.out.mkdir(parents=True, exist_ok=True)
-    io.write_json(cfg.out / "config.json", cfg)
     with _storage(cfg):
         return build_flow.with_options(task_runner=make_task_runner(cfg.runner))(cfg)
 

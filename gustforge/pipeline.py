@@ -517,4 +517,5 @@ def write_run_summary(out: Path, ingest: IngestSummary, merged: Sequence[ShardRe
         teacher="ran" if cfg.verify.teacher.enabled else "not run",
     )
     io.write_json(out / "run_summary.json", summary)
+    io.write_json(out / "config.json", cfg)  # the effective config, saved with every run
     return summary

@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -c constraints.txt -e ".[train,ray,dev]"
+.venv/bin/pip install -q -c constraints.txt -e ".[train,ray,embed,dev]"
 .venv/bin/python -m pytest "$@"

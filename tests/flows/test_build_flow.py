@@ -124,3 +124,28 @@ def test_killed_build_resumes_to_identical_dataset(first_build: Built,
     assert _parquet_bytes(out) == reference_bytes
     rows = pd.concat(pd.read_parquet(p) for p in sorted((out / "gust").rglob("*.parquet")))
     assert rows["task_id"].is_unique
+
+
+def test_single_stage_rerun_from_previous_outputs(first_build: Built, tmp_path: Path) -> None:
+    from flows.build import run_stage
+
+    cfg, summary, _, _ = first_build
+    rerun_cfg = cfg.model_copy(update={"out": tmp_path / "rerun", "tdg": cfg.tdg.model_copy(update={"max_stages": 2})})
+    result = run_stage("sample", cfg.out, rerun_cfg)
+    assert result.report.inputs == summary.stages["sample"].inputs and result.report.balanced
+    skeletons = [s for item in result.items for s in item["skeletons"]]
+    assert skeletons and all(len(s["stages"]) <= 2 for s in skeletons)
+    assert (tmp_path / "rerun" / "reports" / "sample.jsonl").is_file()
+    assert (tmp_path / "rerun" / "work" / "sample.jsonl").is_file()
+
+
+def test_stage_cli_rejects_unknown_stage_and_missing_source(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    runner = CliRunner()
+    unknown = runner.invoke(app, ["stage", "nope", "--from", str(tmp_path)])
+    assert unknown.exit_code == 2 and "unknown stage" in unknown.output
+    missing = runner.invoke(app, ["stage", "tdg", "--from", str(tmp_path / "absent")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output

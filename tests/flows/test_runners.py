@@ -29,7 +29,7 @@ def test_ray_runner_matches_local_runner(prefect_server: None, tmp_path: Path, s
 
     from flows.build import run_build
 
-    small = [str(next(samples_dir.joinpath("raw").glob("*.json")))]
+    small = [str(samples_dir / "raw" / "openai_tools")]
     local = load_config(None, ["runner.shard_size=2"], out=tmp_path / "local", inputs=small)
     run_build(local)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

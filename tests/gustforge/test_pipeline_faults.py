@@ -1,0 +1,60 @@
+"""Stage functions survive a flaky LLM endpoint: bounded retries, every trace accounted for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gustforge import pipeline
+from gustforge.config import load_config
+from tests.fakes.openai_server import FakeOpenAIServer
+
+
+def _task_json(request: dict[str, Any]) -> dict[str, Any]:
+    prompt = request["messages"][-1]["content"]
+    return {"content": json.dumps({"user_query": f"Please do the task ({len(prompt)} chars of context).",
+                                   "dialogue_history": [], "reasoning_chain": ["plan", "act"]})}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def traces(samples_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict[str, Any]]]:
+    out = tmp_path_factory.mktemp("faults")
+    inputs = [samples_dir / "raw" / "openai_tools" / "car_rental.json"]
+    cfg = load_config(None, [], out=out)
+    items: Any = pipeline.ingest_inputs(inputs, cfg).toolsets
+    for stage in ("envgen", "tdg", "sample", "reconstruct"):
+        items = pipeline.STAGES.get(stage).run(items, cfg, out).items
+    assert items and items[0]["traces"]
+    return out, list(items)
+
+
+def test_tasks_stage_completes_against_endpoint_failing_30_percent(traces: tuple[Path, list[dict[str, Any]]]
+                                                                  ) -> None:  # fmt: skip
+    out, items = traces
+    n_traces = sum(len(i["traces"]) for i in items)
+    with FakeOpenAIServer(_task_json, fail_rate=0.3, fail_statuses=(500, 503), timeout_rate=0.05, hang_s=3,
+                          seed=7) as server:  # fmt: skip
+        cfg = load_config(None, [f"llm.base_url={server.base_url}", "llm.model=fake-model", "llm.backend=openai",
+                                 "llm.max_retries=8", "llm.timeout_s=1", "llm.backoff_base_s=0.01",
+                                 "llm.backoff_max_s=0.05", f"llm.cache_path={out / 'faults.sqlite'}"], out=out)  # fmt: skip
+        result = pipeline.STAGES.get("tasks").run(items, cfg, out)
+        failed = sum(1 for status in server.statuses if status >= 500)
+    assert result.report.balanced and result.report.inputs == n_traces
+    assert result.report.produced == n_traces, result.report
+    assert failed > 0, "the fake endpoint injected no failure"
+    assert len(server.requests) <= n_traces * (1 + 8)
+
+
+def test_budget_exceeded_names_the_stage(traces: tuple[Path, list[dict[str, Any]]]) -> None:
+    out, items = traces
+    with FakeOpenAIServer(_task_json, fail_rate=1.0, fail_statuses=(500,), seed=1) as server:
+        cfg = load_config(None, [f"llm.base_url={server.base_url}", "llm.model=fake-model", "llm.backend=openai",
+                                 "llm.max_retries=1", "llm.backoff_base_s=0.01", "llm.backoff_max_s=0.01",
+                                 f"llm.cache_path={out / 'down.sqlite'}"], out=out)  # fmt: skip
+        result = pipeline.STAGES.get("tasks").run(items, cfg, out)
+    assert result.report.produced == 0 and result.report.balanced
+    with pytest.raises(pipeline.GustError, match="tasks.*error budget"):
+        pipeline.check_budget(result.report, 0.5)
