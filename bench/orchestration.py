@@ -42,8 +42,10 @@ def run_direct(inputs: list[Path], out: Path) -> float:
 
 def run_cli(args: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "flows.cli", "build", *args], cwd=ROOT, env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "build", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"gust build {' '.join(args)} failed:\n{done.stderr[-4000:]}")
     return time.perf_counter() - started
 
 

@@ -37,8 +37,9 @@ def build_flow(cfg: BuildConfig) -> pipeline.RunSummary:
     """envgen → tdg → sample → reconstruct → tasks → verify → export, sharded, cached, accounted."""
     out = str(cfg.out.resolve())
     inputs = tuple(str(Path(p).resolve()) for p in (cfg.inputs or pipeline.bundled_sample_inputs()))
-    ingest = ingest_task(inputs, cfg, pipeline.inputs_digest([Path(p) for p in inputs]),
-                         pipeline.stage_config_key("envgen", cfg), pipeline.code_digest(("envgen", "data")))  # fmt: skip
+    digest = pipeline.inputs_digest([Path(p) for p in inputs])
+    code = pipeline.code_digest(("envgen", "data"))
+    ingest = ingest_task(inputs, cfg, digest, pipeline.stage_config_key("envgen", cfg), code)
     items: Sequence[dict[str, Any]] = ingest.toolsets
     merged: list[pipeline.ShardResult] = []
     for stage in pipeline.STAGE_ORDER:

@@ -92,7 +92,9 @@ def _print_summary(summary: Any) -> None:
 
 @app.command()
 def build(
-    inputs: Annotated[list[Path] | None, typer.Option("--input", "-i", help="Raw toolset file/folder (repeat).")] = None,
+    inputs: Annotated[list[Path] | None, typer.Option("--input", "-i", help="Raw toolset file/folder.")] = None,
+    input_format: Annotated[str | None, typer.Option("--format", help="toucan_row | toucan_server | openai_tools | "
+                                                     "mcp_tools_list | toolbench (default: detected)")] = None,
     out: OutOpt = Path("out"),
     config: ConfigOpt = None,
     overrides: SetOpt = None,
@@ -112,9 +114,9 @@ def build(
     if refresh:
         os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"
     try:
-        cfg = _load_config(config, overrides, out=out, backend=backend, seed=seed, inputs=inputs, runner=runner,
-                           workers=workers, address=address, teacher_url=teacher_url,
-                           teacher_model=teacher_model)  # fmt: skip
+        cfg = _load_config(config, [*(overrides or []), *([f"input_format={input_format}"] if input_format else [])],
+                           out=out, backend=backend, seed=seed, inputs=inputs, runner=runner, workers=workers,
+                           address=address, teacher_url=teacher_url, teacher_model=teacher_model)  # fmt: skip
         for path in cfg.inputs:
             if not Path(path).exists():
                 _fail(f"input {path} does not exist")

@@ -13,7 +13,7 @@ __all__ = ["configure_prefect_environment"]
 
 _DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # offline machines: no telemetry errors at server start
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",  # cold SQLite migration: ~25 s idle, minutes on a busy box
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",  # cold SQLite migration: ~25 s idle, minutes when busy
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
 }

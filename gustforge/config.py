@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-from data.models import StrictModel
+from data.models import SourceFormat, StrictModel
 from envgen.config import EnvGenConfig
 from gustforge.errors import ConfigError
 from gustforge.llm import LLMSettings
@@ -51,6 +51,9 @@ class BuildConfig(StrictModel):
     """Everything `gust build` needs. Seeds are explicit; the same config + inputs give byte-identical outputs."""
 
     inputs: tuple[Path, ...] = Field(default=(), description="Raw toolset files or folders; empty = bundled sample.")
+    input_format: SourceFormat | None = Field(
+        default=None, description="Raw input format for every input; None = detected per file/record."
+    )
     out: Path = Field(default=Path("out"), description="Run folder; also holds the stage cache.")
     seed: int = Field(default=0, description="Master seed (copied into stage configs that have none set).")
     llm: LLMSettings = Field(default_factory=LLMSettings)

@@ -56,6 +56,8 @@ __all__ = [
     "RunSummary",
     "write_run_summary",
     "IngestSummary",
+    "accounting_rows",
+    "stage_markdown",
 ]
 
 log = logging.getLogger(__name__)
@@ -207,14 +209,16 @@ def ingest_inputs(inputs: Sequence[Path], cfg: BuildConfig) -> IngestSummary:
     inputs_count = 0
     seen: dict[str, str] = {}
     for path in inputs:
-        result = read_toolsets(Path(path), cfg=cfg.envgen)
+        result = read_toolsets(Path(path), fmt=cfg.input_format, cfg=cfg.envgen)
         inputs_count += result.report.inputs
         quarantine.extend(result.quarantine)
         for toolset in result.toolsets:
             if toolset.toolset_id in seen:
-                quarantine.append(QuarantineRecord(item_id=toolset.toolset_id, stage="ingest",
-                                                   reason="duplicate", detail=f"duplicate_of:{seen[toolset.toolset_id]}",
-                                                   provenance=toolset.provenance))  # fmt: skip
+                duplicate = QuarantineRecord(item_id=toolset.toolset_id, stage="ingest",
+                                             reason=f"duplicate_of:{toolset.toolset_id}",
+                                             detail=f"same tools as {seen[toolset.toolset_id]}",
+                                             provenance=toolset.provenance)  # fmt: skip
+                quarantine.append(duplicate)
                 continue
             seen[toolset.toolset_id] = f"{toolset.provenance.path}#{toolset.provenance.record_id}"
             toolsets.append(toolset)
@@ -256,7 +260,7 @@ def _env_item(item: Item) -> Item:
     return {"env_id": item["env_id"], "env_dir": item["env_dir"], "digest": item["digest"]}
 
 
-@_stage("envgen", None, ("envgen", "gustforge", "data"), ("envgen", "llm"))
+@_stage("envgen", None, ("envgen", "gustforge", "data"), ("envgen", "llm", "input_format"))
 def run_envgen(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Build, test and write an environment per toolset; failing toolsets are quarantined with the reason."""
     from data.envs import write_env_dir
@@ -519,3 +523,27 @@ def write_run_summary(out: Path, ingest: IngestSummary, merged: Sequence[ShardRe
     io.write_json(out / "run_summary.json", summary)
     io.write_json(out / "config.json", cfg)  # the effective config, saved with every run
     return summary
+
+
+def accounting_rows(merged: ShardResult) -> list[dict[str, Any]]:
+    """Rows of the stage's accounting table artifact: produced, then dropped by reason."""
+    rows: list[dict[str, Any]] = [{"outcome": "produced", "reason": "", "count": merged.report.produced}]
+    rows += [{"outcome": "dropped", "reason": k, "count": v} for k, v in merged.report.dropped.items()]
+    return rows
+
+
+def stage_markdown(merged: ShardResult, out: Path) -> str:
+    """The stage's markdown artifact: counts and links to its outputs (and the dataset card and figure)."""
+    report = merged.report
+    lines = [f"## {report.stage}", "", f"inputs {report.inputs} · produced {report.produced} · "
+             f"dropped {sum(report.dropped.values())} · {merged.seconds:.1f} s", "",
+             f"- accounting: `{out / 'reports' / (report.stage + '.jsonl')}`",
+             f"- outputs: `{out / 'work' / (report.stage + '.jsonl')}`"]  # fmt: skip
+    for item in merged.items:
+        if "gust_dir" in item:
+            gust = Path(item["gust_dir"])
+            lines += [f"- dataset: `{gust}` ({item['rows']} rows)", f"- card: `{gust / 'README.md'}`",
+                      f"- statistics figure: `{gust / 'stats.png'}`"]  # fmt: skip
+        if "verl_parquet" in item:
+            lines.append(f"- verl RL parquet: `{item['verl_parquet']}` ({item['rows']} rows)")
+    return "\n".join(lines)

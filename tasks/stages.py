@@ -53,11 +53,9 @@ def stage_shard_task(stage: str, shard: int, items: list[dict], cfg: BuildConfig
 def finish_stage_task(stage: str, results: list[pipeline.ShardResult], out: str, budget: float) -> pipeline.ShardResult:
     merged = pipeline.finish_stage(stage, results, Path(out), budget)
     get_run_logger().info("stage done: %s", stage)
-    rows = [{"outcome": "produced", "reason": "", "count": merged.report.produced}]
-    rows += [{"outcome": "dropped", "reason": k, "count": v} for k, v in merged.report.dropped.items()]
-    create_table_artifact(key=f"{stage}-accounting", table=rows, description=f"{stage}: produced / dropped by reason")
-    create_markdown_artifact(key=f"{stage}-summary", markdown=f"## {stage}\n\ninputs {merged.report.inputs}, "
-                             f"produced {merged.report.produced}, report `{out}/reports/{stage}.jsonl`")  # fmt: skip
+    create_table_artifact(key=f"{stage}-accounting", table=pipeline.accounting_rows(merged),
+                          description=f"{stage}: produced / dropped by reason")  # fmt: skip
+    create_markdown_artifact(key=f"{stage}-summary", markdown=pipeline.stage_markdown(merged, Path(out)))
     return merged
 
 

@@ -26,7 +26,7 @@ def _run(cfg: BuildConfig) -> tuple[Any, dict[str, str]]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-    from flows.build import build_flow, _storage
+    from flows.build import _storage, build_flow
     from flows.runners import make_task_runner
 
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -78,6 +78,10 @@ def test_build_writes_envs_dataset_and_accounting(first_build: Built) -> None:
     assert json.loads((out / "run_summary.json").read_text())["teacher"] == "not run"
     assert json.loads((out / "config.json").read_text())["seed"] == cfg.seed
     assert all(state == "Completed" for state in states.values()), states
+    from prefect.artifacts import Artifact
+
+    assert "stats.png" in Artifact.get("export-summary").data
+    assert Artifact.get("envgen-accounting").type == "table"
 
 
 def test_unchanged_rerun_does_no_stage_work(first_build: Built) -> None:

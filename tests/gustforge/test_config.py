@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from gustforge.config import BuildConfig, load_config, parse_override
 from gustforge.errors import ConfigError
@@ -22,7 +23,7 @@ def test_toml_file(tmp_path: Path) -> None:
 
 
 def test_config_is_frozen() -> None:
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         BuildConfig().seed = 2  # type: ignore[misc]
 
 
