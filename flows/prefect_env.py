@@ -14,7 +14,8 @@ __all__ = ["configure_prefect_environment"]
 _DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # offline machines: no telemetry errors at server start
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",  # cold SQLite migration: ~25 s idle, minutes when busy
-    "PREFECT_LOGGING_LEVEL": "WARNING",
+    # run logs stay at INFO for the UI; the terminal shows our progress display plus Prefect's warnings
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
     "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
 }
 

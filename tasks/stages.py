@@ -45,7 +45,9 @@ def ingest_task(inputs: tuple[str, ...], cfg: BuildConfig, inputs_digest: str, c
 def stage_shard_task(stage: str, shard: int, items: list[dict], cfg: BuildConfig, out: str, config_key: str,
                      code: str) -> pipeline.ShardResult:  # fmt: skip
     result = pipeline.STAGES.get(stage).run(items, cfg, Path(out))
-    get_run_logger().info("%s shard %d: %s", stage, shard, result.report.model_dump())
+    report = result.report
+    get_run_logger().info("%s shard %d: %d in, %d produced, dropped %s", stage, shard, report.inputs,
+                          report.produced, dict(report.dropped) or "none")  # fmt: skip
     return result.model_copy(update={"shard": shard})
 
 
