@@ -17,9 +17,22 @@ import math
 import threading
 from typing import Any
 
-# CPython 3.11's ast.parse is not thread-safe (gh-106905: 'AST constructor recursion depth mismatch');
-# envgen and Prefect thread runners check sources from several threads at once.
+# CPython 3.11's ast.parse is not thread-safe (gh-106905: "AST constructor recursion depth mismatch"): the
+# check races with any other thread of the process that builds an AST (envgen's build threads, and libraries
+# such as griffe under Prefect). We serialize our own parses and retry the rare spurious SystemError.
 _PARSE_LOCK = threading.Lock()
+_PARSE_ATTEMPTS = 5
+
+
+def _parse(source: str) -> ast.Module:
+    for attempt in range(_PARSE_ATTEMPTS):
+        try:
+            with _PARSE_LOCK:
+                return ast.parse(source, mode="exec")
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc) or attempt == _PARSE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
 
 __all__ = [
     "ALLOWED_MODULES",
@@ -231,8 +244,7 @@ def find_violations(source: str) -> list[str]:
     if len(source) > MAX_SOURCE_CHARS:
         return [f"line 1: source is {len(source)} characters, more than the limit {MAX_SOURCE_CHARS}"]
     try:
-        with _PARSE_LOCK:
-            tree = ast.parse(source, mode="exec")
+        tree = _parse(source)
     except SyntaxError as exc:
         return [f"line {exc.lineno or 0}: syntax error: {exc.msg}"]
     except (RecursionError, MemoryError, ValueError) as exc:

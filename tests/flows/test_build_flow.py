@@ -150,6 +150,6 @@ def test_stage_cli_rejects_unknown_stage_and_missing_source(tmp_path: Path) -> N
 
     runner = CliRunner()
     unknown = runner.invoke(app, ["stage", "nope", "--from", str(tmp_path)])
-    assert unknown.exit_code == 2 and "unknown stage" in unknown.output
+    assert unknown.exit_code == 2 and "unknown stage" in " ".join(unknown.output.split())
     missing = runner.invoke(app, ["stage", "tdg", "--from", str(tmp_path / "absent")])
-    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert missing.exit_code == 2 and "does not exist" in " ".join(missing.output.split())

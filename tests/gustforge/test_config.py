@@ -55,3 +55,14 @@ def test_parse_override_values() -> None:
     assert parse_override('a=["x"]') == (["a"], ["x"])
     with pytest.raises(ConfigError):
         parse_override("novalue")
+
+
+def test_readme_config_example_loads(repo_root: Path, tmp_path: Path) -> None:
+    import re
+
+    block = re.search(r"```yaml\n(.*?)```", (repo_root / "README.md").read_text(), re.S)
+    assert block is not None
+    path = tmp_path / "build.yaml"
+    path.write_text(block.group(1))
+    cfg = load_config(path)
+    assert cfg.envgen.max_params == 4 and cfg.llm.backend == "openai" and cfg.envgen.llm == cfg.llm
