@@ -151,6 +151,11 @@ class EnvManifest(StrictModel):
     name_map: dict[str, str]
     versions: dict[str, str]
     timings: dict[str, float]
+    repaired_tools: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tools whose implementation the repair loop replaced (tool -> kind before the repair); "
+        "e.g. an update tool degraded to an 'action' that only logs the call.",
+    )
 
 
 class StageReport(StrictModel):

@@ -36,7 +36,15 @@ from envgen.ingest import reason_of
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset
 from envgen.testgen import generate_tests_source
-from gustforge.errors import CodegenError, GustError, LLMError, RefactorError, SandboxError
+from gustforge.errors import (
+    UNAVAILABLE_REASON,
+    CodegenError,
+    GustError,
+    LLMError,
+    RefactorError,
+    SandboxError,
+    TransientLLMError,
+)
 from gustforge.hashing import short_hash
 from gustforge.llm import LLMClient
 from gustforge.registry import Registry
@@ -173,9 +181,12 @@ def _attempt(
 
 
 def _artifacts(
-    toolset: Toolset, cfg: EnvGenConfig, done: _Attempt, attempts: int, timings: dict[str, float]
-) -> EnvArtifacts:
+    toolset: Toolset, cfg: EnvGenConfig, done: _Attempt, attempts: int, timings: dict[str, float],
+    original: RefactoredToolset,
+) -> EnvArtifacts:  # fmt: skip
     schemas = done.refactored.tools
+    final_kinds = {s.name: s.kind for s in schemas}
+    repaired = {t.name: str(t.kind) for t in original.tools if final_kinds.get(t.name, t.kind) != t.kind}
     dumps = [s.model_dump(mode="json") for s in schemas]
     env_id = make_env_id(toolset.name, dumps, done.db, done.tools_source)
     manifest = EnvManifest(
@@ -191,6 +202,7 @@ def _artifacts(
         name_map=done.refactored.name_map,
         versions=_versions(),
         timings={k: round(v, 4) for k, v in sorted(timings.items())},
+        repaired_tools=repaired,
     )
     return EnvArtifacts(manifest=manifest, schemas=schemas, db=done.db, tools_source=done.tools_source,
                         tests_source=done.tests_source, test_report=done.report)  # fmt: skip
@@ -236,6 +248,8 @@ def build_environment(
         timings["refactor_s"] = time.perf_counter() - start
         gate = sandbox_gate if sandbox_gate is not None else nullcontext()
         return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings, gate)
+    except TransientLLMError as exc:
+        return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=0)
     except (RefactorError, CodegenError, LLMError, SandboxError) as exc:
         return _quarantined(toolset, *reason_of(exc), attempts=0)
     finally:
@@ -247,6 +261,7 @@ def _repair_loop(
     toolset: Toolset, refactored: RefactoredToolset, cfg: EnvGenConfig, pool: SandboxPool | None,
     client: LLMClient | None, timings: dict[str, float], gate: AbstractContextManager[Any],
 ) -> EnvBuildResult:  # fmt: skip
+    original = refactored
     failures: list[str] = []
     report = TestReport(passed=False, cases=(), duration_s=0.0, error="not run")
     with _worker(pool, cfg, cfg.seed) as worker:
@@ -262,7 +277,7 @@ def _repair_loop(
             report = last.report
             if report.passed:
                 return EnvBuildResult(toolset_id=toolset.toolset_id, attempts=attempt + 1,
-                                      artifacts=_artifacts(toolset, cfg, last, attempt + 1, timings))  # fmt: skip
+                                      artifacts=_artifacts(toolset, cfg, last, attempt + 1, timings, original))  # fmt: skip
             failures = _failure_lines(report)
             refactored = REPAIRS.get(cfg.backend)(refactored, report)
     return _quarantined(toolset, *_quarantine_reason(report), attempts=cfg.max_repairs + 1)

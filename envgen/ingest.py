@@ -123,7 +123,7 @@ def _detect_dict(value: dict[str, Any]) -> SourceFormat | None:
 def _iter_files(path: Path) -> Iterator[Path]:
     if path.is_dir():
         for child in sorted(path.rglob("*")):
-            if child.is_file() and child.suffix in {".json", ".jsonl"}:
+            if child.is_file() and not child.name.startswith("."):
                 yield child
     elif path.is_file():
         yield path
@@ -167,10 +167,14 @@ def _is_record_list(value: list[Any], fmt: SourceFormat | None) -> bool:
 
 def _records(path: Path, fmt: SourceFormat | None) -> Iterator[_Record]:
     for file in _iter_files(path):
-        if file.suffix == ".jsonl":
+        suffix = file.suffix.lower()
+        if suffix == ".jsonl":
             yield from _jsonl_records(file)
-        else:
+        elif suffix == ".json":
             yield from _json_records(file, fmt)
+        else:  # counted and quarantined, never skipped silently
+            yield _Record(path=str(file), record_id="file", text=file.name,
+                          error=f"unsupported file type {file.suffix or '(none)'!r}: expected .json or .jsonl")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------- format parsers
@@ -283,7 +287,9 @@ def _parse_toucan_row(record: _Record, prov: Provenance) -> list[_Candidate]:
     metadata = _loads_maybe(row.get("metadata")) or {}
     servers = metadata.get("mcp_servers") if isinstance(metadata, dict) else None
     if isinstance(servers, list) and servers:
-        return [_server_candidate(s, _sub(prov, f"#server{i}")) for i, s in enumerate(servers) if isinstance(s, dict)]
+        if not all(isinstance(s, dict) for s in servers):
+            raise InputError(f"malformed_server: metadata.mcp_servers holds non-objects: {servers!r:.200}")
+        return [_server_candidate(s, _sub(prov, f"#server{i}")) for i, s in enumerate(servers)]
     for column in ("available_tools", "tools"):
         tools = _loads_maybe(row.get(column))
         if isinstance(tools, list):
@@ -318,7 +324,8 @@ def _parse_toolbench(record: _Record, prov: Provenance) -> list[_Candidate]:
     apis = value.get("api_list") if isinstance(value, dict) else None
     if not isinstance(apis, list):
         raise InputError("unrecognized_record: no api_list")
-    apis = [a for a in apis if isinstance(a, dict)]
+    if not all(isinstance(a, dict) for a in apis):
+        raise InputError(f"malformed_tool: api_list holds non-objects: {apis!r:.200}")
     api_names = [str(a.get("api_name") or "") for a in apis]
     qualify = len(set(api_names)) != len(api_names)
     tools = []
@@ -471,7 +478,8 @@ def _candidates(record: _Record, fmt: SourceFormat | None) -> tuple[list[_Candid
         raw_sha256=sha256_text(record.text),
     )
     if record.error is not None:
-        return [], [_quarantine(prov, f"malformed_json: {record.error}")]
+        code = "unsupported_file" if record.error.startswith("unsupported file type") else "malformed_json"
+        return [], [_quarantine(prov, f"{code}: {record.error}")]
     if detected is None:
         return [], [_quarantine(prov, InputError("unrecognized_record: no known tool layout"))]
     try:

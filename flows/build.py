@@ -24,12 +24,17 @@ def _run_stage(stage: str, items: Sequence[dict[str, Any]], cfg: BuildConfig, ou
         shards: list[list[dict[str, Any]]] = [list(items)]
     else:
         shards = pipeline.shard_items(items, shard_size=cfg.runner.shard_size, max_shards=cfg.runner.max_shards)
-    futures = stage_shard_task.map(
-        unmapped(stage), list(range(len(shards))), shards, unmapped(cfg), unmapped(out),
-        unmapped(pipeline.stage_config_key(stage, cfg)), unmapped(pipeline.code_digest(spec.packages)),
-    )  # fmt: skip
-    budget = getattr(cfg.budgets, stage, 1.0)
-    return finish_stage_task(stage, futures.result(), out, budget)
+    keys = (unmapped(cfg), unmapped(out), unmapped(pipeline.stage_config_key(stage, cfg)),
+            unmapped(pipeline.code_digest(spec.packages)))  # fmt: skip
+    results = stage_shard_task.map(unmapped(stage), list(range(len(shards))), shards, *keys).result()
+    # Shards that lost items to an unreachable LLM endpoint (fresh or cached) get one fresh attempt.
+    retry = [i for i, result in enumerate(results) if result.retryable]
+    if retry:
+        again = stage_shard_task.with_options(refresh_cache=True).map(unmapped(stage), retry,
+                                                                       [shards[i] for i in retry], *keys)  # fmt: skip
+        for index, result in zip(retry, again.result(), strict=True):
+            results[index] = result
+    return finish_stage_task(stage, results, out, getattr(cfg.budgets, stage, 1.0))
 
 
 @flow(name="gust-build")

@@ -26,7 +26,12 @@ __all__ = [
     "VerificationError",
     "RegistryError",
     "ConfigError",
+    "UNAVAILABLE_REASON",
 ]
+
+# Quarantine reason of an item dropped because the LLM endpoint stayed unreachable after the client's retries.
+# Such drops are not final: the build flow re-runs shards holding them (the LLM cache makes the rest free).
+UNAVAILABLE_REASON = "llm_unavailable"
 
 
 class GustError(Exception):

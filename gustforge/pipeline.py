@@ -31,7 +31,7 @@ from pydantic import Field
 from data import io
 from data.models import GoldenTrace, QuarantineRecord, Skeleton, StageReport, StrictModel, TaskRecord, Toolset
 from gustforge.config import BuildConfig
-from gustforge.errors import GustError
+from gustforge.errors import UNAVAILABLE_REASON, GustError, TransientLLMError
 from gustforge.hashing import content_hash
 from gustforge.registry import Registry
 
@@ -77,6 +77,11 @@ class ShardResult(StrictModel):
     quarantine: tuple[QuarantineRecord, ...] = ()
     report: StageReport
     seconds: float = Field(default=0.0, description="Wall time of the shard's work.")
+
+    @property
+    def retryable(self) -> int:
+        """Items dropped only because the LLM endpoint was unreachable: worth another run of this shard."""
+        return sum(1 for q in self.quarantine if q.reason == UNAVAILABLE_REASON)
 
 
 @dataclass(frozen=True)
@@ -290,7 +295,8 @@ def run_tdg(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
             try:
                 paths = _write_graphs(item, cfg, out, client)
             except GustError as exc:
-                quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="tdg", reason=type(exc).__name__,
+                reason = UNAVAILABLE_REASON if isinstance(exc, TransientLLMError) else type(exc).__name__
+                quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="tdg", reason=reason,
                                                    detail=str(exc)))  # fmt: skip
                 continue
             produced.append({**_env_item(item), "graphs": paths})

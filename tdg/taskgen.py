@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from data.models import GoldenTrace, QuarantineRecord, StageReport, StrictModel, TaskRecord, TaskText, TraceCall
-from gustforge.errors import InputError, LLMError, LLMOutputError
+from gustforge.errors import UNAVAILABLE_REASON, InputError, LLMError, LLMOutputError, TransientLLMError
 from gustforge.hashing import canonical_json, content_hash, sha256_text, short_hash
 from gustforge.llm import LLMClient, LLMRole, run_role
 
@@ -348,11 +348,12 @@ def write_tasks(
         try:
             text = write_task(trace, env, incoming_edges=edges, client=client, seed=task_seed)
         except (InputError, LLMError) as exc:
-            reason = (
-                "invalid_trace"
-                if isinstance(exc, InputError)
-                else ("writer_bad_output" if isinstance(exc, LLMOutputError) else "writer_llm_error")
-            )
+            if isinstance(exc, TransientLLMError):
+                reason = UNAVAILABLE_REASON
+            elif isinstance(exc, InputError):
+                reason = "invalid_trace"
+            else:
+                reason = "writer_bad_output" if isinstance(exc, LLMOutputError) else "writer_llm_error"
             logger.warning("task writer dropped trace %s: %s", trace.trace_id, exc)
             dropped.append(QuarantineRecord(item_id=trace.trace_id, stage=STAGE, reason=reason, detail=str(exc)))
             continue

@@ -230,8 +230,9 @@ class Limits:
         ):
             try:
                 resource.setrlimit(limit, (value, value))
-            except (ValueError, OSError):  # NPROC may be refused; root ignores it anyway
-                pass
+            except (ValueError, OSError):
+                if limit != resource.RLIMIT_NPROC:  # NPROC may be refused (and root ignores it); nothing else may
+                    raise
         signal.signal(signal.SIGXCPU, signal.SIG_DFL)
 
     def arm(self) -> None:

@@ -91,6 +91,8 @@ def test_offline_repair_falls_back_to_the_action_template(monkeypatch: pytest.Mo
     kinds = {s.name: s.kind for s in result.artifacts.schemas}
     assert kinds["update_order"] is ToolKind.ACTION and kinds["cancel_order"] is ToolKind.ACTION
     assert kinds["get_order"] is ToolKind.READ and result.artifacts.manifest.seed == 1
+    repaired = result.artifacts.manifest.repaired_tools
+    assert repaired.get("update_order") == "update" and "get_order" not in repaired
 
 
 def test_quarantine_after_k_repairs(monkeypatch: pytest.MonkeyPatch, pool: SandboxPool) -> None:

@@ -225,3 +225,25 @@ def test_any_input_is_produced_or_quarantined(tmp_path: Path, toolsets: list[lis
     for toolset in result.toolsets:
         names = [t.name for t in toolset.tools]
         assert len(set(names)) == len(names) and all(n.strip() for n in names)
+
+
+def test_every_file_in_a_folder_is_counted(tmp_path: Path) -> None:
+    tools = [{"type": "function", "function": {"name": f"t{i}", "description": "d", "parameters": {"type": "object"}}}
+             for i in range(3)]  # fmt: skip
+    (tmp_path / "good.JSON").write_text(json.dumps(tools))
+    (tmp_path / "notes.yaml").write_text("tools: []\n")
+    result = read_toolsets(tmp_path)
+    assert result.report.inputs == 2 and result.report.balanced
+    assert len(result.toolsets) == 1
+    assert [q.reason for q in result.quarantine] == ["unsupported_file"]
+
+
+def test_non_object_servers_and_apis_are_quarantined(tmp_path: Path) -> None:
+    row = {"uuid": "u1", "question": "q", "metadata": json.dumps({"mcp_servers": ["oops", 3]})}
+    (tmp_path / "rows.jsonl").write_text(json.dumps(row) + "\n")
+    api = {"tool_name": "T", "api_name": "a", "api_description": "", "required_parameters": [],
+           "optional_parameters": []}  # fmt: skip
+    (tmp_path / "tb.json").write_text(json.dumps({"query_id": 1, "api_list": [api, "junk"]}))
+    result = read_toolsets(tmp_path)
+    assert result.report.inputs == 2 and result.report.balanced and not result.toolsets
+    assert sorted(q.reason for q in result.quarantine) == ["malformed_server", "malformed_tool"]

@@ -123,9 +123,13 @@ def test_killed_build_resumes_to_identical_dataset(first_build: Built,
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert not (out / "gust").exists() or not list((out / "gust").rglob("*.parquet")), "killed too late to test"
+    written = {p: p.stat().st_mtime_ns for p in (out / "envs").rglob("manifest.json")}
+    assert written, "killed before envgen finished"
     finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert _parquet_bytes(out) == reference_bytes
+    # resumed, not redone: the environments written before the kill came from the stage cache
+    assert {p: p.stat().st_mtime_ns for p in (out / "envs").rglob("manifest.json")} == written
     rows = pd.concat(pd.read_parquet(p) for p in sorted((out / "gust").rglob("*.parquet")))
     assert rows["task_id"].is_unique
 
@@ -153,3 +157,27 @@ def test_stage_cli_rejects_unknown_stage_and_missing_source(tmp_path: Path) -> N
     assert unknown.exit_code == 2 and "unknown stage" in " ".join(unknown.output.split())
     missing = runner.invoke(app, ["stage", "tdg", "--from", str(tmp_path / "absent")])
     assert missing.exit_code == 2 and "does not exist" in " ".join(missing.output.split())
+
+
+def test_items_lost_to_an_unreachable_endpoint_are_retried_on_rerun(first_build: Built, tmp_path: Path) -> None:
+    import json as _json
+
+    from flows.build import run_stage
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    cfg, summary, _, _ = first_build
+
+    def task_json(request: dict[str, Any]) -> dict[str, Any]:
+        return {"content": _json.dumps({"user_query": "Do it.", "dialogue_history": [], "reasoning_chain": []})}
+
+    with FakeOpenAIServer(task_json, fail_rate=1.0, fail_statuses=(503,), seed=3) as server:
+        llm = cfg.llm.model_copy(update={"backend": "openai", "base_url": server.base_url, "model": "fake-model",
+                                         "max_retries": 1, "backoff_base_s": 0.01, "backoff_max_s": 0.01,
+                                         "cache_path": tmp_path / "llm.sqlite"})  # fmt: skip
+        stage_cfg = cfg.model_copy(update={"out": tmp_path / "tasks", "llm": llm})
+        down = run_stage("tasks", cfg.out, stage_cfg)
+        assert down.report.produced == 0 and down.report.dropped == {"llm_unavailable": down.report.inputs}
+        server.fail_rate = 0.0
+        up = run_stage("tasks", cfg.out, stage_cfg)
+    assert up.report.inputs == summary.stages["tasks"].inputs
+    assert up.report.produced == up.report.inputs, up.report

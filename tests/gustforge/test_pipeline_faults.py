@@ -56,5 +56,7 @@ def test_budget_exceeded_names_the_stage(traces: tuple[Path, list[dict[str, Any]
                                  f"llm.cache_path={out / 'down.sqlite'}"], out=out)  # fmt: skip
         result = pipeline.STAGES.get("tasks").run(items, cfg, out)
     assert result.report.produced == 0 and result.report.balanced
+    assert result.report.dropped == {"llm_unavailable": result.report.inputs}
+    assert result.retryable == result.report.inputs
     with pytest.raises(pipeline.GustError, match="tasks.*error budget"):
         pipeline.check_budget(result.report, 0.5)
