@@ -63,7 +63,7 @@ GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
     ("coverage", Value("float64"), "Distinct tools used by the trace / tools in the environment."),
     ("replay_ok", Value("bool"), "Golden trace re-executed on a fresh environment with identical outputs and DB."),
     ("solvable", Value("bool"), "Every stated argument value appears in the text or an earlier output."),
-    ("teacher_status", Value("string"), "not_run | passed | failed | teacher_error."),
+    ("teacher_status", Value("string"), "One of not_run, passed, failed, teacher_error."),
     ("pass_at_k", Value("float64"), "Fraction of teacher attempts with trace score 1; null when not run."),
     ("trace_id", Value("string"), "Id of the golden trace."),
     ("initial_db_hash", Value("string"), "Content hash of the environment DB before the trace."),

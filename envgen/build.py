@@ -276,8 +276,8 @@ def _repair_loop(
                 continue
             report = last.report
             if report.passed:
-                return EnvBuildResult(toolset_id=toolset.toolset_id, attempts=attempt + 1,
-                                      artifacts=_artifacts(toolset, cfg, last, attempt + 1, timings, original))  # fmt: skip
+                artifacts = _artifacts(toolset, cfg, last, attempt + 1, timings, original)
+                return EnvBuildResult(toolset_id=toolset.toolset_id, attempts=attempt + 1, artifacts=artifacts)
             failures = _failure_lines(report)
             refactored = REPAIRS.get(cfg.backend)(refactored, report)
     return _quarantined(toolset, *_quarantine_reason(report), attempts=cfg.max_repairs + 1)

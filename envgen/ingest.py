@@ -173,8 +173,8 @@ def _records(path: Path, fmt: SourceFormat | None) -> Iterator[_Record]:
         elif suffix == ".json":
             yield from _json_records(file, fmt)
         else:  # counted and quarantined, never skipped silently
-            yield _Record(path=str(file), record_id="file", text=file.name,
-                          error=f"unsupported file type {file.suffix or '(none)'!r}: expected .json or .jsonl")  # fmt: skip
+            error = f"unsupported file type {file.suffix or '(none)'!r}: expected .json or .jsonl"
+            yield _Record(path=str(file), record_id="file", text=file.name, error=error)
 
 
 # --------------------------------------------------------------------------------------------- format parsers

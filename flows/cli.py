@@ -82,7 +82,9 @@ def _print_summary(summary: Any) -> None:
     for column in ("stage", "inputs", "produced", "dropped (top reasons)", "seconds"):
         table.add_column(column)
     for stage, report in summary.stages.items():
-        reasons = ", ".join(f"{k}={v}" for k, v in sorted(report.dropped.items(), key=lambda kv: -kv[1])[:3])
+        ranked = sorted(report.dropped.items(), key=lambda kv: -kv[1])
+        more = f", +{len(ranked) - 3} more" if len(ranked) > 3 else ""
+        reasons = ", ".join(f"{k}={v}" for k, v in ranked[:3]) + more
         seconds = summary.seconds.get(stage)
         table.add_row(stage, str(report.inputs), str(report.produced), reasons or "-",
                       f"{seconds:.1f}" if seconds is not None else "-")  # fmt: skip

@@ -34,6 +34,10 @@ def train(
     from gustforge.errors import ConfigError
     from trainer.launch import compose_config, launch, validate_training_config
 
+    if data is not None and not data.is_file():
+        typer.echo(f"error: --data {data} does not exist (build one with `gust build`: out/verl/train.parquet)",
+                   err=True)  # fmt: skip
+        raise typer.Exit(code=2)
     try:
         cfg = compose_config(algo, data=data, model=model, overrides=overrides or [])
         if not dry_run:

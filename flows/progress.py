@@ -34,8 +34,9 @@ class _ProgressHandler(logging.Handler):
         elif message.startswith("ingest:"):
             self.console.log(f"[green]✓[/] {message}")
         elif message.startswith("stage done:"):
-            self.done.add(message.split(":", 1)[1].strip())
-            self.progress.update(self.stage_task, completed=len(self.done))
+            stage = message.split(":", 1)[1].strip()
+            self.done.add(stage)
+            self.progress.update(self.stage_task, completed=len(self.done), description=f"stage [bold]{stage}[/] done")
 
 
 @contextmanager

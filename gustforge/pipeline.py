@@ -53,6 +53,7 @@ __all__ = [
     "inputs_digest",
     "finish_stage",
     "write_quarantine",
+    "write_ingest_report",
     "RunSummary",
     "write_run_summary",
     "IngestSummary",
@@ -313,7 +314,7 @@ def _write_graphs(item: Item, cfg: BuildConfig, out: Path, client: Any) -> list[
     paths = []
     for index, graph in enumerate(graphs):
         sanitized = sanitize_to_dag(graph)
-        path = write_graph(graph_path(out / "tdg", env.env_id, index), sanitized.dag, list(sanitized.removed))
+        path = write_graph(graph_path(out, env.env_id, index), sanitized.dag, list(sanitized.removed))
         paths.append(str(path))
     return paths
 
@@ -451,7 +452,9 @@ def discover_items(stage: str, source: Path, cfg: BuildConfig) -> list[Item]:
     source = Path(source)
     spec = STAGES.get(stage)
     if spec.previous is None:
-        return list(ingest_inputs([source], cfg).toolsets)
+        ingest = ingest_inputs([source], cfg)
+        write_ingest_report(cfg.out, ingest)
+        return list(ingest.toolsets)
     saved = source / "work" / f"{spec.previous}.jsonl"
     if saved.is_file():
         return list(io.read_jsonl(saved))
@@ -496,12 +499,29 @@ def finish_stage(stage: str, results: Sequence[ShardResult], out: Path, budget: 
     merged = merge_results(stage, results)
     write_stage_report(out, merged)
     save_items(out, merged)
+    if stage == "envgen":
+        write_quarantine(out)
     check_budget(merged.report, budget)
     return merged
 
 
-def write_quarantine(out: Path, records: Sequence[QuarantineRecord]) -> Path:
-    """`OUT/quarantine.jsonl`: one line per rejected toolset (provenance, stage, reason)."""
+def write_ingest_report(out: Path, ingest: IngestSummary) -> Path:
+    """`OUT/reports/ingest.jsonl`, in the same shape as every other stage's report."""
+    produced = tuple(str(t["toolset_id"]) for t in ingest.toolsets)
+    merged = ShardResult(stage="ingest", shard=-1, produced_ids=produced, quarantine=ingest.quarantine,
+                         report=ingest.report)  # fmt: skip
+    return write_stage_report(out, merged)
+
+
+def write_quarantine(out: Path) -> Path:
+    """`OUT/quarantine.jsonl`: one line per rejected toolset (provenance, stage, reason), from the ingest and
+    envgen reports of this run folder."""
+    records: list[QuarantineRecord] = []
+    for stage in ("ingest", "envgen"):
+        path = out / "reports" / f"{stage}.jsonl"
+        if path.is_file():
+            records += [QuarantineRecord.model_validate({k: v for k, v in line.items() if k != "outcome"})
+                        for line in io.read_jsonl(path) if line.get("outcome") == "dropped"]  # fmt: skip
     return io.write_jsonl(out / "quarantine.jsonl", records)
 
 

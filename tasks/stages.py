@@ -36,6 +36,7 @@ def _transient(task_obj: object, task_run: object, state: object) -> bool:
 def ingest_task(inputs: tuple[str, ...], cfg: BuildConfig, inputs_digest: str, config_key: str,
                 code: str) -> pipeline.IngestSummary:  # fmt: skip
     summary = pipeline.ingest_inputs([Path(p) for p in inputs], cfg)
+    pipeline.write_ingest_report(cfg.out, summary)
     get_run_logger().info("ingest: %d toolsets, %d quarantined", summary.report.produced, len(summary.quarantine))
     return summary
 
@@ -69,6 +70,5 @@ def discover_task(stage: str, source: str, cfg: BuildConfig) -> list[dict]:
 @task(name="summarize")
 def summarize_task(out: str, ingest: pipeline.IngestSummary, merged: list[pipeline.ShardResult],
                    cfg: BuildConfig) -> pipeline.RunSummary:  # fmt: skip
-    envgen = next((m for m in merged if m.stage == "envgen"), None)
-    pipeline.write_quarantine(Path(out), [*ingest.quarantine, *(envgen.quarantine if envgen else ())])
+    pipeline.write_quarantine(Path(out))
     return pipeline.write_run_summary(Path(out), ingest, merged, cfg)

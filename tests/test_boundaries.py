@@ -45,3 +45,14 @@ def test_tasks_are_thin_wrappers() -> None:
                 assert body_lines <= 15, f"{path.name}:{node.name} has {body_lines} lines"
                 checked += 1
     assert checked >= 5
+
+
+def test_every_package_is_installed_not_just_on_the_test_path(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    packages = ["gustforge", "data", "envgen", "tdg", "tasks", "flows", "trainer", "toucan"]
+    probe = "import importlib, sys; [importlib.import_module(p) for p in sys.argv[1:]]"
+    done = subprocess.run([sys.executable, "-c", probe, *packages], cwd=tmp_path, capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -67,7 +67,9 @@ def test_build_writes_envs_dataset_and_accounting(first_build: Built) -> None:
     assert len(quarantine) == sum(ingest.dropped.values()) + sum(envgen.dropped.values())
     for stage, report in summary.stages.items():
         assert report.balanced, stage
-        assert (out / "reports" / f"{stage}.jsonl").is_file() or stage == "ingest"
+        assert (out / "reports" / f"{stage}.jsonl").is_file(), stage
+    for env in envs:
+        assert (out / "tdg" / env.name / "0.json").is_file(), f"no graph for {env.name}"
     frame = pd.concat(pd.read_parquet(p) for p in sorted((out / "gust").rglob("*.parquet")))
     assert len(frame) == summary.gust_rows > 0
     assert set(frame["teacher_status"]) == {"not_run"} and frame["pass_at_k"].isna().all()
@@ -181,3 +183,16 @@ def test_items_lost_to_an_unreachable_endpoint_are_retried_on_rerun(first_build:
         up = run_stage("tasks", cfg.out, stage_cfg)
     assert up.report.inputs == summary.stages["tasks"].inputs
     assert up.report.produced == up.report.inputs, up.report
+
+
+def test_envgen_stage_alone_accounts_for_every_raw_record(prefect_server: None, samples_dir: Path,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+    from flows.build import run_stage
+
+    cfg = load_config(None, [], out=tmp_path / "envgen-only")
+    result = run_stage("envgen", samples_dir / "raw", cfg)
+    ingest_lines = (cfg.out / "reports" / "ingest.jsonl").read_text().splitlines()
+    ingest = json.loads(ingest_lines[-1])["summary"]
+    quarantine = (cfg.out / "quarantine.jsonl").read_text().splitlines()
+    assert ingest["inputs"] == 18 and ingest["produced"] == result.report.inputs
+    assert len(quarantine) == sum(ingest["dropped"].values()) + sum(result.report.dropped.values()) > 0
