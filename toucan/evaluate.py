@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field
 
-from data.io import append_jsonl, read_jsonl
+from data.io import append_jsonl, read_jsonl, write_jsonl
 from data.models import StrictModel
 from data.verl_rows import read_verl_rows
 from gustforge.errors import LLMError
@@ -213,12 +213,13 @@ def score_episode(sample: EvalSample, episode: Episode, scorer: Scorer, cfg: Eva
 
 async def _one(
     sample: EvalSample, client: LLMClient, responder: Responder, scorer: Scorer, cfg: EvalConfig
-) -> SampleResult | None:
+) -> SampleResult | str:
+    """The sample's result, or the error that stopped it (endpoint failures after the client's retries)."""
     try:
         episode = await run_episode(sample, client, responder, cfg)
     except LLMError as exc:
         logger.warning("sample %s failed: %s", sample.task_id, exc)
-        return None
+        return f"{type(exc).__name__}: {exc}"
     return await asyncio.to_thread(score_episode, sample, episode, scorer, cfg)
 
 
@@ -250,19 +251,21 @@ async def evaluate_samples(
     todo = [s for s in samples if s.task_id not in done]
     gate = asyncio.Semaphore(client.settings.max_concurrency)
 
-    async def run(sample: EvalSample) -> SampleResult | None:
+    async def run(sample: EvalSample) -> tuple[str, SampleResult | str]:
         async with gate:
-            return await _one(sample, client, responder, scorer, cfg)
+            return sample.task_id, await _one(sample, client, responder, scorer, cfg)
 
-    failed = 0
+    failures: list[dict[str, str]] = []
     for next_done in asyncio.as_completed([run(s) for s in todo]):
-        result = await next_done
-        if result is None:
-            failed += 1
+        task_id, result = await next_done
+        if isinstance(result, str):
+            failures.append({"task_id": task_id, "error": result})
             continue
         append_jsonl(results_path, result)
         done[result.task_id] = result
-    return [done[s.task_id] for s in samples if s.task_id in done], failed
+    # this run's failures by sample id (a rerun retries them: they are not in results_path)
+    write_jsonl(Path(results_path).with_name("failures.jsonl"), sorted(failures, key=lambda f: f["task_id"]))
+    return [done[s.task_id] for s in samples if s.task_id in done], len(failures)
 
 
 def _read_done(path: Path) -> list[dict[str, Any]]:

@@ -124,6 +124,9 @@ def test_failed_endpoint_counts_failures_and_keeps_nothing(test_parquet: Path, t
         summary = run_evaluation(test_parquet, tmp_path / "e", model=settings, cfg=EvalConfig())
     assert summary.n == 0 and summary.failed == 3
     assert not (tmp_path / "e" / SAMPLES_FILE).exists()
+    failures = [json.loads(line) for line in (tmp_path / "e" / "failures.jsonl").read_text().splitlines()]
+    assert len(failures) == 3 and len({f["task_id"] for f in failures}) == 3
+    assert all("InternalServerError" in f["error"] or "LLMError" in f["error"] for f in failures), failures
 
 
 class TestResponder:
