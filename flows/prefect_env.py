@@ -16,7 +16,7 @@ _DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",  # cold SQLite migration: ~25 s idle, minutes when busy
     # run logs stay at INFO for the UI; the terminal shows our progress display plus Prefect's warnings
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
-    "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+    "HF_HUB_OFFLINE": "1",  # the pipeline never downloads from a hub
 }
 
 

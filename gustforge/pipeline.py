@@ -21,6 +21,7 @@ import hashlib
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,7 @@ __all__ = [
     "check_budget",
     "bundled_sample_inputs",
     "save_items",
+    "count_reasons",
     "stage_config_key",
     "inputs_digest",
     "finish_stage",
@@ -179,13 +181,14 @@ def check_budget(report: StageReport, budget: float) -> None:
         )
 
 
+def count_reasons(quarantine: Sequence[QuarantineRecord]) -> dict[str, int]:
+    """Drops per reason code, sorted; "tests_failed:get_order" counts as tests_failed."""
+    return dict(sorted(Counter(record.reason.split(":", 1)[0] for record in quarantine).items()))
+
+
 def _result(stage: str, items: Sequence[Item], produced_ids: Sequence[str], quarantine: Sequence[QuarantineRecord],
             inputs: int, started: float) -> ShardResult:  # fmt: skip
-    dropped: dict[str, int] = {}
-    for record in quarantine:
-        code = record.reason.split(":", 1)[0]  # "tests_failed:get_order" counts as tests_failed
-        dropped[code] = dropped.get(code, 0) + 1
-    report = StageReport(stage=stage, inputs=inputs, produced=len(produced_ids), dropped=dict(sorted(dropped.items())))
+    report = StageReport(stage=stage, inputs=inputs, produced=len(produced_ids), dropped=count_reasons(quarantine))
     if not report.balanced:
         raise GustError(f"stage {stage}: accounting does not balance: {report}")
     return ShardResult(stage=stage, shard=0, items=tuple(items), produced_ids=tuple(produced_ids),
@@ -229,11 +232,7 @@ def ingest_inputs(inputs: Sequence[Path], cfg: BuildConfig) -> IngestSummary:
             seen[toolset.toolset_id] = f"{toolset.provenance.path}#{toolset.provenance.record_id}"
             toolsets.append(toolset)
     toolsets.sort(key=lambda t: t.toolset_id)
-    dropped: dict[str, int] = {}
-    for record in quarantine:
-        code = record.reason.split(":", 1)[0]
-        dropped[code] = dropped.get(code, 0) + 1
-    report = StageReport(stage="ingest", inputs=inputs_count, produced=len(toolsets), dropped=dropped)
+    report = StageReport(stage="ingest", inputs=inputs_count, produced=len(toolsets), dropped=count_reasons(quarantine))
     return IngestSummary(toolsets=tuple(t.model_dump(mode="json") for t in toolsets),
                          quarantine=tuple(quarantine), report=report)  # fmt: skip
 
