@@ -4,16 +4,22 @@ Started by `gustforge.sandbox.worker.SandboxWorker` as `python -s -P -B child.py
 one request per line on stdin, one response per line on the (private copy of) stdout. Responses are
 `{"ok": true, "result": ...}` or `{"ok": false, "fault": "violation" | "memory" | "error", "message": ...}`.
 
-Walls inside this process: the policy check again (`policy.py`, loaded by path), restricted builtins, a guarded
-importer that hands out read-only module proxies exposing only `policy.MODULE_EXPORTS`, rlimits (address space,
-files, file size, processes, core) and a per-request CPU soft limit whose SIGXCPU kills the process uncatchably.
-Everything here is process-local; the parent restarts the process after any fault.
+Walls inside this process, in two layers. The first is the static policy: the policy check again (`policy.py`,
+loaded by path), restricted builtins, a guarded importer that hands out read-only module proxies exposing only
+`policy.MODULE_EXPORTS`. The second does not trust the first (`_harden`): before any untrusted code runs, the child
+imports and warms everything it will need, drops to an unprivileged uid/gid when started as root, lowers every
+hard rlimit to its soft value (CPU keeps a fixed lifetime cap above the per-request soft limit, whose SIGXCPU
+kills the process uncatchably) and installs a PEP 578 audit hook that refuses file opens, new imports, sockets,
+process creation and signalling, `ctypes`, frame and code-object access and gc introspection. The hook cannot be
+removed and reads no mutable state. Network/PID namespaces are added by the parent (`unshare`) where permitted.
+Everything here is process-local; the parent restarts the process after any fault and uses one process per env.
 """
 
 from __future__ import annotations
 
 import copy
 import datetime
+import encodings.idna  # noqa: F401 - warmed before the audit hook refuses new imports
 import functools
 import hashlib
 import importlib.util
@@ -37,22 +43,26 @@ from typing import Any
 __all__: list[str] = []
 
 
-def _load_policy() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("gust_sandbox_policy", Path(__file__).with_name("policy.py"))
-    if spec is None or spec.loader is None:  # pragma: no cover - the file ships next to this one
-        raise RuntimeError("sandbox policy module not found")
+def _load_by_path(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with the package
+        raise RuntimeError(f"sandbox module not found: {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-POLICY = _load_policy()
+POLICY = _load_by_path("gust_sandbox_policy", Path(__file__).with_name("policy.py"))
+SCHEMAS = _load_by_path("gust_sandbox_schemas", Path(__file__).parents[1] / "schemas.py")
+MAX_MESSAGE_CHARS = 2000
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 64
+UNPRIVILEGED = 65534  # nobody / nogroup
 _COLLECTIONS = {
     "Counter": Counter,
     "OrderedDict": OrderedDict,
     "defaultdict": defaultdict,
     "deque": deque,
-    "namedtuple": namedtuple,
     "ChainMap": ChainMap,
 }
 _REAL_MODULES: dict[str, Any] = {
@@ -138,7 +148,41 @@ _SAFE_BUILTIN_NAMES = (
 )
 
 
-class ModuleProxy:
+class _Sealed:
+    """Harness objects refuse copying and pickling: a copy protocol (`deepcopy(x, memo)`, `__reduce_ex__`) would
+    hand a test the harness's internal lists."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be copied in the sandbox")
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be copied in the sandbox")
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be pickled or copied in the sandbox")
+
+    def __reduce__(self) -> Any:
+        raise TypeError(f"{type(self).__name__} cannot be pickled or copied in the sandbox")
+
+
+def _copy(x: Any) -> Any:
+    """`copy.copy` without its protocol hooks' extra arguments."""
+    return copy.copy(x)
+
+
+def _deepcopy(x: Any) -> Any:
+    """`copy.deepcopy` without `memo` (a test-supplied memo collects the originals it copied) or `_nil`."""
+    return copy.deepcopy(x)
+
+
+def _namedtuple(typename: Any, field_names: Any, *, rename: bool = False, defaults: Any = None) -> Any:
+    """`namedtuple` with a fixed module (the real one walks `sys._getframe`, which the audit hook refuses)."""
+    return namedtuple(typename, field_names, rename=rename, defaults=defaults, module="sandbox")
+
+
+class ModuleProxy(_Sealed):
     """A read-only stand-in for an allowed module: only the exported attributes, no submodules."""
 
     __slots__ = ("_name", "_attrs")
@@ -181,7 +225,8 @@ def _proxies(seed: int) -> dict[str, ModuleProxy]:
         "random": {name: getattr(rng, name) for name in POLICY.MODULE_EXPORTS["random"] if name != "Random"}
         | {"Random": random.Random},
         "uuid": {"uuid4": uuid4},
-        "collections": _COLLECTIONS,
+        "collections": {**_COLLECTIONS, "namedtuple": _namedtuple},
+        "copy": {"copy": _copy, "deepcopy": _deepcopy},
     }
     proxies = {}
     for name, exports in POLICY.MODULE_EXPORTS.items():
@@ -208,51 +253,101 @@ def _builtins(proxies: dict[str, ModuleProxy]) -> dict[str, Any]:
     return safe
 
 
-def _compile(source: str, label: str) -> types.CodeType:
-    violations = POLICY.find_violations(source)
+def _compile(source: str, label: str, *, static_check: bool = True) -> types.CodeType:
+    violations = POLICY.find_violations(source) if static_check else []
     if violations:
         raise Fault("violation", f"{label}: " + "; ".join(violations))
     return compile(source, f"<{label}>", "exec", dont_inherit=True)
 
 
 class Limits:
-    """Per-request CPU soft limit: SIGXCPU's default action ends the process, which untrusted code cannot catch."""
+    """Process rlimits with every hard limit lowered to its soft value, and a per-request CPU soft limit.
 
-    def __init__(self, cpu_seconds: float, memory_mb: int) -> None:
+    SIGXCPU's default action ends the process, which untrusted code cannot catch. The CPU hard limit is a fixed
+    lifetime cap (`cpu_cap`): nothing in the process can raise it again once the worker is not root.
+    """
+
+    def __init__(self, cpu_seconds: float, memory_mb: int, cpu_cap: int) -> None:
         self.cpu_seconds = cpu_seconds
+        self.cpu_cap = cpu_cap
         memory = memory_mb * 1024 * 1024
-        for limit, value in (
-            (resource.RLIMIT_AS, memory),
-            (resource.RLIMIT_FSIZE, 0),
-            (resource.RLIMIT_CORE, 0),
-            (resource.RLIMIT_NOFILE, 16),
-            (resource.RLIMIT_NPROC, 0),
-        ):
+        fixed = {
+            resource.RLIMIT_AS: memory,
+            resource.RLIMIT_FSIZE: 0,
+            resource.RLIMIT_CORE: 0,
+            resource.RLIMIT_NOFILE: 16,
+            resource.RLIMIT_CPU: cpu_cap,
+        }
+        if hasattr(resource, "RLIMIT_NPROC"):
+            fixed[resource.RLIMIT_NPROC] = 0
+        for limit, value in fixed.items():
             try:
                 resource.setrlimit(limit, (value, value))
             except (ValueError, OSError):
-                if limit != resource.RLIMIT_NPROC:  # NPROC may be refused (and root ignores it); nothing else may
+                if limit != getattr(resource, "RLIMIT_NPROC", None):  # NPROC may be refused; nothing else may
                     raise
+        for name in dir(resource):  # every other limit: hard lowered to soft, so nothing can raise it later
+            limit = getattr(resource, name)
+            if not name.startswith("RLIMIT_") or limit in fixed:
+                continue
+            try:
+                soft, _ = resource.getrlimit(limit)
+                resource.setrlimit(limit, (soft, soft))
+            except (ValueError, OSError):
+                pass
         signal.signal(signal.SIGXCPU, signal.SIG_DFL)
 
     def arm(self) -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         soft = int(math.ceil(usage.ru_utime + usage.ru_stime + self.cpu_seconds))
-        resource.setrlimit(resource.RLIMIT_CPU, (max(soft, 1), resource.RLIM_INFINITY))
+        resource.setrlimit(resource.RLIMIT_CPU, (min(max(soft, 1), self.cpu_cap), self.cpu_cap))
 
     def disarm(self) -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        resource.setrlimit(resource.RLIMIT_CPU, (self.cpu_cap, self.cpu_cap))
+
+    @staticmethod
+    def hard_equals_soft() -> bool:
+        names = [n for n in dir(resource) if n.startswith("RLIMIT_")]
+        return all(resource.getrlimit(getattr(resource, n))[0] == resource.getrlimit(getattr(resource, n))[1]
+                   for n in names)  # fmt: skip
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS] + f" [... {len(text)} chars]"
 
 
 def _tool_error(exc: BaseException) -> dict[str, Any]:
-    return {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - an exception whose str() fails must still become a tool error
+        text = "<unprintable>"
+    return {"status": "error", "message": _clip(f"{type(exc).__name__}: {text}")}
 
 
-class Sandbox:
-    """The live state of one worker: the tools module, its DB and (optionally) a tests module."""
+def _depth(value: Any) -> int:
+    """Nesting depth of a JSON value, iteratively (a deep value must not recurse in the checker either)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            deepest = max(deepest, level)
+            if level > MAX_DEPTH:
+                return level
+            stack.extend((item, level + 1) for item in node)
+    return deepest
 
-    def __init__(self, limits: Limits) -> None:
+
+class Sandbox(_Sealed):
+    """The live state of one worker: the tools module, its DB and (optionally) a tests module.
+
+    `static_check=False` exists only for the red-team tests that prove the second layer holds on its own.
+    """
+
+    def __init__(self, limits: Limits, *, static_check: bool = True) -> None:
         self.limits = limits
+        self.static_check = static_check
         self.tools_code: types.CodeType | None = None
         self.db_json = "{}"
         self.seed = 0
@@ -263,7 +358,7 @@ class Sandbox:
 
     def load(self, source: str, db: dict[str, Any], seed: int) -> list[str]:
         self.unload()
-        self.tools_code = _compile(source, "tools")
+        self.tools_code = _compile(source, "tools", static_check=self.static_check)
         self.db_json, self.seed = json.dumps(db), seed
         self.reset()
         return list(self.tools)
@@ -271,9 +366,12 @@ class Sandbox:
     def unload(self) -> None:
         self.tools_code, self.db, self.tools, self.tests, self.schemas = None, {}, {}, {}, {}
 
-    def reset(self) -> None:
+    def reset(self, db: dict[str, Any] | None = None) -> None:
+        """Fresh tools module and initial DB; `db` (sent by the parent, which holds the authoritative copy) wins."""
         if self.tools_code is None:
             raise Fault("error", "no tools module is loaded")
+        if db is not None:
+            self.db_json = json.dumps(db)
         self.db = json.loads(self.db_json)
         namespace = self._exec(self.tools_code, "tools")
         self.tools = {name: value for name, value in namespace.items() if _is_public_function(name, value, "tools")}
@@ -289,7 +387,8 @@ class Sandbox:
         except MemoryError:
             raise
         except Exception as exc:
-            raise Fault("error", f"{module_name} module failed at import: {type(exc).__name__}: {exc}") from None
+            message = _tool_error(exc)["message"]
+            raise Fault("error", f"{module_name} module failed at import: {message}") from None
         finally:
             self.limits.disarm()
         return namespace
@@ -310,7 +409,7 @@ class Sandbox:
             self.limits.disarm()
 
     def load_tests(self, source: str, schemas: dict[str, Any]) -> list[str]:
-        code = _compile(source, "tests")
+        code = _compile(source, "tests", static_check=self.static_check)
         self.schemas = json.loads(json.dumps(schemas))
         namespace = self._exec(code, "tests")
         self.tests = {
@@ -332,11 +431,11 @@ class Sandbox:
         except MemoryError:
             raise
         except Exception as exc:
-            env._failures.append(f"{type(exc).__name__}: {exc}")
+            env._failures.append(_tool_error(exc)["message"])
         finally:
             self.limits.disarm()
         tool = _tool_for_test(name, list(self.schemas) or list(self.tools), env._called)
-        return {"passed": not env._failures, "message": "; ".join(env._failures), "tool": tool}
+        return {"passed": not env._failures, "message": _clip("; ".join(env._failures)), "tool": tool}
 
 
 def _is_public_function(name: str, value: Any, module_name: str) -> bool:
@@ -350,9 +449,13 @@ def _json_output(tool: str, output: Any) -> dict[str, Any]:
             "message": f"ToolError: tool {tool!r} returned {type(output).__name__}, expected a dict",
         }
     try:
-        return json.loads(json.dumps(output, allow_nan=False))
+        output = json.loads(json.dumps(output, allow_nan=False))
     except (TypeError, ValueError, RecursionError) as exc:
-        return {"status": "error", "message": f"ToolError: tool {tool!r} returned a non-JSON output: {exc}"}
+        return {"status": "error", "message": _clip(f"ToolError: tool {tool!r} returned a non-JSON output: {exc}")}
+    if _depth(output) > MAX_DEPTH:
+        return {"status": "error", "message": f"ToolError: tool {tool!r} returned an output nested deeper than "
+                f"{MAX_DEPTH} levels"}  # fmt: skip
+    return output
 
 
 def _tool_for_test(test_name: str, tools: list[str], called: list[str]) -> str:
@@ -363,8 +466,12 @@ def _tool_for_test(test_name: str, tools: list[str], called: list[str]) -> str:
     return called[0] if called else ""
 
 
-class TestEnv:
-    """The `env` handed to generated tests (contract: call, db, reset, validate, schemas, check)."""
+class TestEnv(_Sealed):
+    """The `env` handed to generated tests (contract: call, db, reset, validate, schemas, check).
+
+    It refuses copying and pickling (`_Sealed`): a copy made through a test-supplied memo would expose
+    `_failures`, and a test could clear its own failures.
+    """
 
     __slots__ = ("_sandbox", "_failures", "_called", "schemas")
 
@@ -399,15 +506,15 @@ class TestEnv:
     def validate(self, instance: Any, schema: dict[str, Any]) -> list[str]:
         """jsonschema messages (empty = valid). Only strings come back: no third-party objects reach the test."""
         try:
-            return POLICY.validation_errors(instance, schema)
+            return SCHEMAS.validation_errors(instance, schema)
         except MemoryError:
             raise
         except Exception as exc:  # unresolvable $ref, unknown type, ...: report, never leak the exception object
-            return [f"validation failed: {type(exc).__name__}: {exc}"]
+            return [_clip(f"validation failed: {type(exc).__name__}: {exc}")]
 
     def check(self, condition: Any, message: str = "check failed") -> None:
         if not condition:
-            self._failures.append(str(message))
+            self._failures.append(_clip(str(message)))
 
 
 def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
@@ -421,7 +528,7 @@ def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
     if op == "set_db":
         return sandbox.set_db(request["db"])
     if op == "reset":
-        return sandbox.reset()
+        return sandbox.reset(request.get("db"))
     if op == "unload":
         return sandbox.unload()
     if op == "load_tests":
@@ -437,20 +544,139 @@ def _respond(request: dict[str, Any], sandbox: Sandbox) -> bytes:
     try:
         response: dict[str, Any] = {"ok": True, "result": _handle(sandbox, request)}
     except Fault as fault:
-        response = {"ok": False, "fault": fault.kind, "message": str(fault)}
+        response = {"ok": False, "fault": fault.kind, "message": _clip(str(fault))}
     except MemoryError:
         sandbox.db = {}
         response = {"ok": False, "fault": "memory", "message": "MemoryError: memory limit exceeded"}
     except RecursionError as exc:
-        response = {"ok": False, "fault": "error", "message": f"RecursionError: {exc}"}
+        response = {"ok": False, "fault": "error", "message": _clip(f"RecursionError: {exc}")}
+    response["id"] = request.get("id")
+    if response["ok"] and _depth(response.get("result")) > MAX_DEPTH:
+        response = {"ok": False, "fault": "error", "message": f"result nested deeper than {MAX_DEPTH} levels"}
     try:
-        return (json.dumps(response) + "\n").encode("utf-8")
+        line = (json.dumps(response) + "\n").encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
-        return (json.dumps({"ok": False, "fault": "error", "message": f"unserialisable result: {exc}"}) + "\n").encode()
+        response = {"ok": False, "fault": "error", "message": _clip(f"unserialisable result: {exc}")}
+        line = b""
+    if len(line) > MAX_RESPONSE_BYTES:
+        response = {"ok": False, "fault": "error", "message": f"result larger than {MAX_RESPONSE_BYTES} bytes"}
+        line = b""
+    if not line:
+        response["id"] = request.get("id")
+        line = (json.dumps(response) + "\n").encode("utf-8")
+    return line
+
+
+# ---- the second layer ------------------------------------------------------------------------------------------
+# Audit events refused outright, and refused by prefix. `open` covers io.open, os.open and os.fdopen; `import`
+# fires only for modules not yet in sys.modules, and everything the worker needs is imported before the hook.
+REFUSED_EVENTS = (
+    "open", "import", "builtins.input", "builtins.breakpoint", "sys.addaudithook", "sys.settrace",
+    "sys.setprofile", "sys._getframe", "sys._current_frames", "sys._current_exceptions", "gc.get_objects",
+    "gc.get_referrers", "gc.get_referents", "resource.prlimit", "code.__new__", "function.__new__",
+    "cpython.run_command", "cpython.run_file", "cpython.run_module", "cpython.run_startup",
+    "cpython.remove_audit_hooks", "urllib.Request", "http.client.connect", "webbrowser.open",
+)  # fmt: skip
+REFUSED_PREFIXES = (
+    "os.", "socket.", "subprocess.", "ctypes.", "_ctypes.", "shutil.", "pty.", "fcntl.", "mmap.", "tempfile.",
+    "glob.", "sqlite3.", "syslog.", "ftplib.", "smtplib.", "imaplib.", "poplib.", "nntplib.", "telnetlib.",
+    "_posixsubprocess.", "_winapi.", "msvcrt.", "winreg.", "signal.", "faulthandler.", "pdb", "time.sleep",
+)  # fmt: skip
+# Attribute reads the interpreter audits (`object.__getattr__`) that lead to frames and code objects.
+REFUSED_READS = ("gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code", "tb_frame", "f_code", "__code__")
+REFUSED_WRITES = ("__code__", "__defaults__", "__kwdefaults__", "__bases__", "__class__", "__globals__")
+
+# The hook is compiled from source with every rule as a literal constant, so it reads no global or closure that
+# code in this process could rebind. Whatever a rebound `PermissionError` does, `raise` still raises.
+_HOOK_SOURCE = """
+def gust_audit_hook(event, args):
+    if event in {events!r} or event.startswith({prefixes!r}):
+        raise PermissionError("sandbox: " + event + " is not allowed")
+    if event == "object.__getattr__":
+        for name in {reads!r}:
+            if name.__eq__(args[1]) is not False:
+                raise PermissionError("sandbox: reading " + name + " is not allowed")
+    if event == "object.__setattr__" or event == "object.__delattr__":
+        for name in {writes!r}:
+            if name.__eq__(args[1]) is not False:
+                raise PermissionError("sandbox: setting " + name + " is not allowed")
+    if event == "resource.setrlimit" and ({cpu!r}).__eq__(args[0]) is not True:
+        raise PermissionError("sandbox: resource.setrlimit is not allowed")
+"""
+
+
+def _audit_hook() -> Any:
+    source = _HOOK_SOURCE.format(
+        events=REFUSED_EVENTS, prefixes=REFUSED_PREFIXES, reads=REFUSED_READS, writes=REFUSED_WRITES,
+        cpu=resource.RLIMIT_CPU,
+    )  # fmt: skip
+    namespace: dict[str, Any] = {"__builtins__": {"PermissionError": PermissionError}}
+    exec(compile(source, "<gust-audit-hook>", "exec", dont_inherit=True), namespace)
+    return namespace["gust_audit_hook"]
+
+
+def _warm_up() -> None:
+    """Import and exercise everything lazily loaded later: the audit hook refuses new imports and file opens."""
+    import _strptime  # noqa: F401 - datetime.strptime imports it on first use
+    import jsonschema
+    import referencing.jsonschema  # noqa: F401
+
+    schema = {
+        "type": "object",
+        "properties": {"a": {"$ref": "#/$defs/A"}, "b": {"format": "date", "pattern": "^x"}},
+        "$defs": {"A": {"type": "string", "enum": ["x"], "minLength": 1}},
+        "required": ["a"],
+    }
+    for draft in (jsonschema.Draft202012Validator, jsonschema.Draft7Validator, jsonschema.Draft4Validator):
+        SCHEMAS.errors_of(SCHEMAS.safe_validator(schema, draft, check=True), {"a": 1, "b": 2})
+    SCHEMAS.validation_errors({"a": "y"}, {**schema, "$ref": "http://unused.invalid/x"})
+    SCHEMAS.validation_errors({}, {"type": "nope"})
+    datetime.datetime.strptime("2024-01-02", "%Y-%m-%d")
+    for encoding in ("idna", "latin-1", "ascii", "utf-16", "utf-32", "cp1252", "punycode", "unicode_escape"):
+        "x".encode(encoding).decode(encoding)
+    _deepcopy({"a": [namedtuple("T", "a", module="sandbox")(1)]})
+
+
+def _namespace_inode(kind: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/ns/{kind}")
+    except OSError:
+        return ""
+
+
+def _drop_privileges() -> str:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return f"unprivileged (uid {os.getuid() if hasattr(os, 'getuid') else '?'})"
+    try:
+        os.setgroups([])
+        os.setgid(UNPRIVILEGED)
+        os.setuid(UNPRIVILEGED)
+    except OSError as exc:
+        return f"root: could not drop privileges: {exc}"
+    if os.getuid() == 0 or os.geteuid() == 0:  # pragma: no cover - setuid either works or raises
+        return "root: could not drop privileges"
+    return f"dropped from root to {UNPRIVILEGED}:{UNPRIVILEGED}"
+
+
+def _harden(settings: dict[str, Any]) -> dict[str, Any]:
+    """The second layer; returns what it applied (the parent puts it in the env manifest)."""
+    _warm_up()
+    facts = {"net_ns": _namespace_inode("net"), "pid_ns": _namespace_inode("pid"), "pid1": os.getpid() == 1}
+    limits = Limits(float(settings["cpu_seconds"]), int(settings["memory_mb"]), int(settings["cpu_cap"]))
+    facts["privileges"] = _drop_privileges()
+    facts["uid"] = os.getuid() if hasattr(os, "getuid") else -1
+    facts["rlimits_hard_equal_soft"] = Limits.hard_equals_soft()
+    sys.addaudithook(_audit_hook())
+    facts["audit_hook"] = True
+    facts["limits"] = limits
+    return facts
 
 
 def main() -> None:
-    """Serve requests until stdin closes. The protocol streams are private duplicates of fds 0 and 1."""
+    """Harden, greet the parent, then serve requests until stdin closes.
+
+    The protocol streams are private duplicates of fds 0 and 1; fds 0 and 1 themselves point at /dev/null.
+    """
     settings = json.loads(sys.argv[1])
     reader = os.fdopen(os.dup(0), "rb")
     writer = os.fdopen(os.dup(1), "wb")
@@ -460,7 +686,10 @@ def main() -> None:
     os.close(devnull)
     sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
     sys.stdout = sys.stderr
-    sandbox = Sandbox(Limits(float(settings["cpu_seconds"]), int(settings["memory_mb"])))
+    facts = _harden(settings)
+    sandbox = Sandbox(facts.pop("limits"), static_check=bool(settings.get("static_check", True)))
+    writer.write((json.dumps({"hello": facts}) + "\n").encode("utf-8"))
+    writer.flush()
     for line in reader:
         try:
             request = json.loads(line)

@@ -11,11 +11,8 @@ proxies (`MODULE_EXPORTS`), then rlimits and a wall timeout.
 from __future__ import annotations
 
 import ast
-import functools
-import json
 import math
 import threading
-from typing import Any
 
 # CPython 3.11's ast.parse is not thread-safe (gh-106905: "AST constructor recursion depth mismatch"): the
 # check races with any other thread of the process that builds an AST (envgen's build threads, and libraries
@@ -41,9 +38,6 @@ __all__ = [
     "FORBIDDEN_ATTRIBUTES",
     "MAX_SOURCE_CHARS",
     "find_violations",
-    "make_validator",
-    "errors_of",
-    "validation_errors",
 ]
 
 MAX_SOURCE_CHARS = 1_000_000
@@ -215,8 +209,13 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         "tb_frame",
         "tb_next",
         "mro",
+        # ABCMeta.register (e.g. `collections.ChainMap.register(list)`) changes isinstance() for the whole process.
+        "register",
+        "with_traceback",
     }
 )
+# Attribute families of frames, code objects, generators, coroutines and tracebacks (f_back, co_consts, gi_frame...).
+_FORBIDDEN_ATTRIBUTE_PREFIXES = ("f_", "co_", "gi_", "cr_", "ag_", "tb_")
 
 _FORBIDDEN_NODES: dict[type[ast.AST], str] = {
     ast.AsyncFunctionDef: "async functions",
@@ -271,8 +270,8 @@ def _node_violations(node: ast.AST) -> list[str]:
         return _attribute_violations(node)
     if isinstance(node, ast.ClassDef) and node.keywords:
         return [f"class {node.name!r}: keywords (metaclass) are not allowed"]
-    if isinstance(node, ast.MatchClass):
-        return [f"attribute {a!r} is not allowed in a class pattern" for a in node.kwd_attrs if a.startswith("_")]
+    if isinstance(node, ast.MatchClass):  # `case C(attr=x)` reads `subject.attr`: the same rules as `x.attr`
+        return [f"{m} (in a class pattern)" for a in node.kwd_attrs for m in _attribute_name_violations(a)]
     return [_name_message(name) for name in _identifiers(node) if _bad_name(name)]
 
 
@@ -291,12 +290,16 @@ def _alias_names(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [_name_message(a.asname) for a in node.names if a.asname is not None and _bad_name(a.asname)]
 
 
+def _attribute_name_violations(attr: str) -> list[str]:
+    if attr.startswith("_"):
+        return [f"access to underscore attribute {attr!r} is not allowed"]
+    if attr in FORBIDDEN_ATTRIBUTES or attr.startswith(_FORBIDDEN_ATTRIBUTE_PREFIXES):
+        return [f"access to attribute {attr!r} is not allowed"]
+    return []
+
+
 def _attribute_violations(node: ast.Attribute) -> list[str]:
-    found = []
-    if node.attr.startswith("_"):
-        found.append(f"access to underscore attribute {node.attr!r} is not allowed")
-    elif node.attr in FORBIDDEN_ATTRIBUTES:
-        found.append(f"access to attribute {node.attr!r} is not allowed")
+    found = _attribute_name_violations(node.attr)
     if isinstance(node.ctx, ast.Store | ast.Del):
         found.append(f"assigning or deleting attribute {node.attr!r} is not allowed")
     return found
@@ -328,49 +331,3 @@ def _name_message(name: str) -> str:
     if name.startswith("__"):
         return f"dunder name {name!r} is not allowed"
     return f"name {name!r} is not allowed"
-
-
-def make_validator(schema: dict[str, Any]) -> Any:
-    """A jsonschema validator for `schema`; the draft follows `$schema` (default Draft 2020-12).
-
-    Raises:
-        jsonschema.SchemaError: `schema` is not a valid schema of its draft.
-    """
-    import jsonschema  # lazy: the worker imports it only when a test validates something
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
-def errors_of(validator: Any, instance: Any) -> list[str]:
-    """Messages of every error `validator` finds in `instance`, "<path>: <message>" when nested, sorted by path."""
-    errors = sorted(validator.iter_errors(instance), key=lambda e: [str(p) for p in e.absolute_path])
-    return [_error_message(error) for error in errors]
-
-
-def validation_errors(instance: Any, schema: dict[str, Any]) -> list[str]:
-    """jsonschema error messages for `instance` (empty = valid); an invalid schema is reported as one message.
-
-    Example:
-        >>> validation_errors({"n": "x"}, {"type": "object", "properties": {"n": {"type": "integer"}}})
-        ["n: 'x' is not of type 'integer'"]
-    """
-    import jsonschema
-
-    try:
-        validator = _cached_validator(json.dumps(schema, sort_keys=True, default=str))
-    except jsonschema.SchemaError as exc:
-        return [f"invalid schema: {exc.message}"]
-    return errors_of(validator, instance)
-
-
-@functools.lru_cache(maxsize=512)
-def _cached_validator(schema_json: str) -> Any:
-    """Checking a schema costs ~10 ms and tests validate the same response schemas over and over."""
-    return make_validator(json.loads(schema_json))
-
-
-def _error_message(error: Any) -> str:
-    path = "/".join(str(part) for part in error.absolute_path)
-    return f"{path}: {error.message}" if path else str(error.message)
