@@ -22,7 +22,7 @@ from data.models import EnvManifest, TestReport, ToolSchema
 from gustforge.errors import CodegenError, InputError, SandboxError, SchemaError
 from gustforge.hashing import content_hash
 from gustforge.sandbox import SandboxLimits, SandboxPool, SandboxWorker
-from gustforge.sandbox.policy import errors_of, make_validator
+from gustforge.schemas import errors_of, nonlocal_refs, safe_validator
 
 __all__ = ["Environment", "EnvSession", "call_tool_once", "ENV_FILES"]
 
@@ -51,8 +51,14 @@ class Environment:
         if len(set(names)) != len(names):
             raise SchemaError(f"env {self.env_id}: duplicate tool names in {names}")
         for schema in self.schemas:
+            refs = nonlocal_refs(schema.parameters) + nonlocal_refs(schema.response)
+            if refs:
+                raise SchemaError(
+                    f"env {self.env_id}: tool {schema.name!r} has a non-local reference ({refs[0]}); "
+                    "remote and file references are never retrieved"
+                )
             try:
-                self._validators[schema.name] = make_validator(schema.parameters)
+                self._validators[schema.name] = safe_validator(schema.parameters, check=True)
             except jsonschema.SchemaError as exc:
                 raise SchemaError(
                     f"env {self.env_id}: tool {schema.name!r} has an invalid parameters schema: {exc}"
@@ -142,8 +148,8 @@ class Environment:
             SandboxError: the tools module fails at import.
         """
         lease: AbstractContextManager[SandboxWorker] | None = None
-        if pool is not None:
-            lease = pool.acquire(seed=seed)
+        if pool is not None:  # a pooled worker is only ever reused for this same environment
+            lease = pool.acquire(seed=seed, owner=content_hash([self.tools_source, self.initial_db]))
             worker = lease.__enter__()
         else:
             worker = SandboxWorker(limits, seed=seed)
@@ -214,6 +220,11 @@ class EnvSession:
     def reset(self) -> None:
         """Restore the initial DB and a fresh tools module (seeded `random`/`uuid4` start over)."""
         self._live().reset()
+
+    @property
+    def isolation(self) -> dict[str, str]:
+        """The isolation layers the session's worker reported at start-up (see `SandboxWorker.isolation`)."""
+        return dict(self._worker.isolation)
 
     def _live(self) -> SandboxWorker:
         if self._closed:  # a pooled worker may already serve another session

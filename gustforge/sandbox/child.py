@@ -661,7 +661,7 @@ def _drop_privileges() -> str:
 def _harden(settings: dict[str, Any]) -> dict[str, Any]:
     """The second layer; returns what it applied (the parent puts it in the env manifest)."""
     _warm_up()
-    facts = {"net_ns": _namespace_inode("net"), "pid_ns": _namespace_inode("pid"), "pid1": os.getpid() == 1}
+    facts = {"net_ns": _namespace_inode("net"), "pid_ns": _namespace_inode("pid")}
     limits = Limits(float(settings["cpu_seconds"]), int(settings["memory_mb"]), int(settings["cpu_cap"]))
     facts["privileges"] = _drop_privileges()
     facts["uid"] = os.getuid() if hasattr(os, "getuid") else -1
@@ -672,12 +672,30 @@ def _harden(settings: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
+def _init_process() -> None:
+    """As PID 1 of a new PID namespace, fork the real worker and mirror its end.
+
+    The kernel ignores default-action signals (SIGXCPU of the CPU limit) sent to a namespace's init, so the worker
+    must not be PID 1; when this init exits, the kernel kills everything left in the namespace.
+    """
+    child = os.fork()
+    if child == 0:
+        return
+    os.closerange(0, 2)
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
 def main() -> None:
     """Harden, greet the parent, then serve requests until stdin closes.
 
     The protocol streams are private duplicates of fds 0 and 1; fds 0 and 1 themselves point at /dev/null.
     """
     settings = json.loads(sys.argv[1])
+    if os.getpid() == 1:
+        _init_process()
     reader = os.fdopen(os.dup(0), "rb")
     writer = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDWR)

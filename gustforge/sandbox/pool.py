@@ -1,4 +1,11 @@
-"""`SandboxPool`: warm sandbox workers reused across environments (unloaded between uses, recycled after N uses)."""
+"""`SandboxPool`: warm sandbox workers, one fresh process per environment.
+
+A worker is never lent to a second environment: whatever one environment's code left in its process (a class
+registered with an ABC, a shared default argument, garbage with a looping finaliser) cannot reach the next. A
+worker returned by an environment is kept only for that same environment (`owner`, e.g. a hash of its tools and
+DB: `tdg` replays many sessions of one env); otherwise it is closed and a fresh one is started in the background,
+so a new environment still finds a warm process.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +19,20 @@ from gustforge.sandbox.worker import SandboxLimits, SandboxWorker
 __all__ = ["SandboxPool"]
 
 
-class SandboxPool:
-    """Up to `size` workers; `acquire()` lends one with nothing loaded and takes it back afterwards.
+class _Slot:
+    __slots__ = ("worker", "uses", "owner")
 
-    Isolation between environments that share a worker rests on the child's design: each load gets a fresh
-    namespace, fresh builtins and fresh read-only module proxies, and attribute stores are forbidden, so one tools
-    module cannot leave state behind for the next. Workers are recycled after `max_uses` loans anyway.
+    def __init__(self, worker: SandboxWorker, uses: int = 0, owner: str | None = None) -> None:
+        self.worker, self.uses, self.owner = worker, uses, owner
+
+
+class SandboxPool:
+    """Up to `size` workers; `acquire(owner=...)` lends one that no other owner has used, with nothing loaded.
+
+    Args:
+        size: Most workers alive at once (idle, lent or starting).
+        limits: Limits of every worker.
+        max_uses: A worker kept for one owner is recycled after this many loans anyway.
     """
 
     def __init__(self, size: int = 2, limits: SandboxLimits | None = None, *, max_uses: int = 50) -> None:
@@ -26,7 +41,7 @@ class SandboxPool:
         self.size = size
         self.limits = limits or SandboxLimits()
         self.max_uses = max_uses
-        self._idle: list[tuple[SandboxWorker, int]] = []
+        self._idle: list[_Slot] = []
         self._started = 0
         self._closed = False
         self._cond = threading.Condition()
@@ -34,53 +49,98 @@ class SandboxPool:
     def warm(self) -> None:
         """Start every worker now instead of on first use."""
         with self._cond:
-            while self._started < self.size:
-                self._idle.append((SandboxWorker(self.limits), 0))
-                self._started += 1
+            missing = self.size - self._started
+            self._started += missing
+        for _ in range(missing):
+            self._add_fresh()
 
     @contextmanager
-    def acquire(self, *, seed: int = 0) -> Iterator[SandboxWorker]:
-        """Lend a worker (blocks while all are busy); it is unloaded when returned."""
-        worker, uses = self._take()
-        worker.seed = seed
-        try:
-            yield worker
-        finally:
-            self._give_back(worker, uses + 1)
+    def acquire(self, *, seed: int = 0, owner: str | None = None) -> Iterator[SandboxWorker]:
+        """Lend a worker (blocks while all are busy); it is unloaded when returned.
 
-    def _take(self) -> tuple[SandboxWorker, int]:
-        with self._cond:
-            while True:
-                if self._closed:
-                    raise SandboxError("SandboxPool is closed")
-                if self._idle:
-                    return self._idle.pop()
-                if self._started < self.size:
-                    self._started += 1
-                    break
-                self._cond.wait()
+        Args:
+            seed: Seed of the tools module's `random` / `uuid4`.
+            owner: Who uses it (an environment's identity). Only a worker this owner used before, or a fresh
+                one, is lent; without an owner the worker is never lent again.
+        """
+        slot = self._take(owner)
+        slot.worker.seed = seed
         try:
-            return SandboxWorker(self.limits), 0
+            yield slot.worker
+        finally:
+            self._give_back(slot, owner)
+
+    def _take(self, owner: str | None) -> _Slot:
+        evicted: list[_Slot] = []
+        try:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        raise SandboxError("SandboxPool is closed")
+                    mine = [s for s in self._idle if owner is not None and s.owner == owner]
+                    fresh = [s for s in self._idle if s.owner is None]
+                    if mine or fresh:
+                        slot = (mine or fresh)[0]
+                        self._idle.remove(slot)
+                        return slot
+                    if self._idle and self._started >= self.size:  # only other owners' workers: replace one
+                        evicted.append(self._idle.pop(0))
+                        self._started -= 1
+                    if self._started < self.size:
+                        self._started += 1
+                        break
+                    self._cond.wait()
+        finally:
+            for slot in evicted:
+                slot.worker.close()
+        try:
+            return _Slot(SandboxWorker(self.limits))
         except BaseException:
             with self._cond:
                 self._started -= 1
                 self._cond.notify()
             raise
 
-    def _give_back(self, worker: SandboxWorker, uses: int) -> None:
-        keep = not self._closed and uses < self.max_uses and worker.alive
+    def _give_back(self, slot: _Slot, owner: str | None) -> None:
+        slot.uses += 1
+        keep = not self._closed and owner is not None and slot.uses < self.max_uses and slot.worker.alive
         if keep:
             try:
-                worker.unload()
+                slot.worker.unload()
             except SandboxError:
                 keep = False
         with self._cond:
             if keep and not self._closed:
-                self._idle.append((worker, uses))
-            else:
-                worker.close()
-                self._started -= 1
+                slot.owner = owner
+                self._idle.append(slot)
+                self._cond.notify()
+                return
+            self._started -= 1
+            refill = not self._closed and self._started < self.size
+            if refill:
+                self._started += 1
             self._cond.notify()
+        slot.worker.close()
+        if refill:
+            threading.Thread(target=self._add_fresh, daemon=True).start()
+
+    def _add_fresh(self) -> None:
+        """Start one worker (already counted in `_started`) and make it available."""
+        try:
+            worker = SandboxWorker(self.limits)
+        except Exception:  # noqa: BLE001 - a failed background start only shrinks the pool until the next refill
+            with self._cond:
+                self._started -= 1
+                self._cond.notify()
+            return
+        with self._cond:
+            if self._closed:
+                self._started -= 1
+            else:
+                self._idle.append(_Slot(worker))
+                self._cond.notify()
+                return
+        worker.close()
 
     def close(self) -> None:
         """Stop every idle worker; workers still lent out stop when returned."""
@@ -89,8 +149,8 @@ class SandboxPool:
             idle, self._idle = self._idle, []
             self._started -= len(idle)
             self._cond.notify_all()
-        for worker, _ in idle:
-            worker.close()
+        for slot in idle:
+            slot.worker.close()
 
     def __enter__(self) -> SandboxPool:
         return self

@@ -1,17 +1,25 @@
 """`SandboxWorker`: the parent side of the sandbox. Untrusted code runs only in its child process (`child.py`).
 
 The child is a fresh `python -s -P -B` process with a clean environment (`PYTHONHASHSEED=0` so set iteration order
-is reproducible), speaking JSON lines over stdin/stdout. The parent enforces the wall-clock limit, maps child
-faults to `SandboxTimeout` / `SandboxMemoryError` / `SandboxViolation` / `SandboxError`, and restarts the child
-after a fault: the restarted child holds the last loaded tools (and tests) with the *initial* DB again.
+is reproducible), in its own process group and, where the platform permits, in new network and PID namespaces
+(`unshare`, probed once per process). It hardens itself before any untrusted code runs (see `child.py`) and greets
+the parent with what it applied (`SandboxWorker.isolation`). The protocol is JSON lines with request ids.
+
+The parent treats everything the child sends as hostile: it bounds what it reads (response size, nesting depth,
+stderr line length and count), maps malformed, undecodable or out-of-order replies to `SandboxError`, kills the
+whole process group on any fault, and never closes a pipe under its stderr reader. It enforces the wall-clock
+limit, maps child faults to `SandboxTimeout` / `SandboxMemoryError` / `SandboxViolation` / `SandboxError`, and
+restarts the child after a fault: the restarted child holds the last loaded tools (and tests) with the *initial* DB.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,17 +35,44 @@ from data.models import TestReport
 from gustforge.errors import SandboxError, SandboxMemoryError, SandboxTimeout, SandboxViolation
 from gustforge.sandbox.check import check_source
 
-__all__ = ["SandboxLimits", "SandboxWorker", "CHILD_SCRIPT", "MAX_RESPONSE_BYTES"]
+__all__ = ["SandboxLimits", "SandboxWorker", "CHILD_SCRIPT", "MAX_RESPONSE_BYTES", "MAX_DEPTH", "namespace_prefix"]
 
 logger = logging.getLogger(__name__)
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024  # a runaway output must not exhaust the parent
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024 + 4096  # the child refuses results over 16 MB; anything beyond is hostile
+MAX_DEPTH = 66  # the child refuses results nested deeper than 64 (+2 for the response envelope)
+STDERR_LINES = 40
+STDERR_LINE_CHARS = 1000
+START_SECONDS = 60.0  # the child imports and warms jsonschema before greeting; slow on a loaded machine
 _FAULTS: dict[str, type[SandboxError]] = {
     "violation": SandboxViolation,
     "memory": SandboxMemoryError,
     "error": SandboxError,
 }
+
+
+@functools.cache
+def namespace_prefix() -> tuple[tuple[str, ...], str]:
+    """The command prefix that puts the worker in new network and PID namespaces, and what was found.
+
+    Probed once per process with the exact prefix (root: `unshare --net --pid --fork`; other users add
+    `--user`, which needs unprivileged user namespaces). Returns `((), reason)` where it is not permitted.
+    """
+    if not sys.platform.startswith("linux"):
+        return (), f"no namespaces on {sys.platform}"
+    tool = shutil.which("unshare")
+    if tool is None:
+        return (), "unshare(1) not found"
+    prefix = (tool, *(() if os.geteuid() == 0 else ("--user",)), "--net", "--pid", "--fork", "--kill-child")
+    try:
+        probe = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return (), f"unshare probe failed: {exc}"
+    if probe.returncode != 0:
+        reason = probe.stderr.decode("utf-8", "replace").strip()[:200]
+        return (), f"unshare not permitted: {reason or probe.returncode}"
+    return prefix, "network and PID namespaces"
 
 
 class SandboxLimits(BaseModel):
@@ -48,6 +83,9 @@ class SandboxLimits(BaseModel):
     cpu_seconds: float = Field(default=5, gt=0, description="CPU time per request (rounded up to whole seconds).")
     memory_mb: int = Field(default=512, ge=64, description="Address-space limit of the worker process.")
     wall_seconds: float = Field(default=10, gt=0, description="Wall-clock time per request.")
+    cpu_cap_seconds: int = Field(
+        default=3600, ge=1, description="CPU hard limit of the worker's whole life (no request can raise it)."
+    )
 
 
 class _State(BaseModel):
@@ -64,23 +102,32 @@ class _State(BaseModel):
 class SandboxWorker:
     """One sandbox process holding one tools module and its live DB. Requests are serialised by a lock.
 
+    Args:
+        limits: CPU, memory and wall limits.
+        seed: Seed of the tools module's `random` / `uuid4`.
+        static_check: Only the red-team tests turn this off, to prove the second layer holds on its own.
+
     Example:
         >>> with SandboxWorker() as worker:                                    # doctest: +SKIP
         ...     worker.load("def ping(db):\\n    return {'status': 'success', 'message': 'pong'}", {})
         ['ping']
     """
 
-    def __init__(self, limits: SandboxLimits | None = None, *, seed: int = 0) -> None:
+    def __init__(self, limits: SandboxLimits | None = None, *, seed: int = 0, static_check: bool = True) -> None:
         self.limits = limits or SandboxLimits()
         self.seed = seed
         self.restarts = 0
+        self.isolation: dict[str, str] = {}
+        self._static_check = static_check
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._buffer = b""
-        self._stderr: deque[str] = deque(maxlen=40)
+        self._next_id = 0
+        self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._state: _State | None = None
         self._closed = False
-        self._start()
+        with self._lock:
+            self._start()
 
     # ---- public API -------------------------------------------------------------------------------------------
     def load(self, tools_source: str, db: dict[str, Any]) -> list[str]:
@@ -90,31 +137,35 @@ class SandboxWorker:
             SandboxViolation: the source breaks the policy.
             SandboxError: the module fails at import; SandboxTimeout / SandboxMemoryError on limits.
         """
-        check_source(tools_source)
+        if self._static_check:
+            check_source(tools_source)
         with self._lock:
             self._state = None
             names = self._request({"op": "load", "source": tools_source, "db": db, "seed": self.seed})
             self._state = _State(tools_source=tools_source, db=db, seed=self.seed)
-        return list(names)
+        return [str(name) for name in _list(names)]
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         """Run `tool(db, **args)` on the live DB. Tool exceptions come back as `{"status": "error", ...}`."""
-        return dict(self._request({"op": "call", "tool": tool, "args": args}))
+        return _dict(self._request({"op": "call", "tool": tool, "args": args}))
 
     def get_db(self) -> dict[str, Any]:
         """The live DB (a JSON copy)."""
-        return dict(self._request({"op": "get_db"}))
+        return _dict(self._request({"op": "get_db"}))
 
     def set_db(self, db: dict[str, Any]) -> None:
         """Replace the live DB (the tools module keeps its state)."""
         self._request({"op": "set_db", "db": db})
 
     def reset(self) -> None:
-        """Restore the initial DB, re-exec the tools module and reseed `random`/`uuid4`."""
-        self._request({"op": "reset"})
+        """Restore the initial DB (sent from this side, which holds the authoritative copy), re-exec the tools
+        module and reseed `random`/`uuid4`."""
+        with self._lock:
+            db = self._state.db if self._state is not None else None
+            self._request({"op": "reset", "db": db})
 
     def unload(self) -> None:
-        """Forget the tools, tests and DB (used by `SandboxPool` between environments)."""
+        """Forget the tools, tests and DB."""
         with self._lock:
             self._state = None
             if self._proc is not None:
@@ -144,7 +195,7 @@ class SandboxWorker:
         return run_test_module(self, tests_source, schemas, total_seconds=total_seconds)
 
     def close(self) -> None:
-        """Stop the child process; the worker cannot be used afterwards."""
+        """Stop the child process group; the worker cannot be used afterwards."""
         with self._lock:
             self._closed = True
             self._kill()
@@ -152,6 +203,20 @@ class SandboxWorker:
     @property
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """Host pid of the process running untrusted code (below the `unshare` wrapper and namespace init)."""
+        pid = self._proc.pid if self._proc is not None else None
+        while pid is not None:
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                break
+            if len(children) != 1:
+                break
+            pid = int(children[0])
+        return pid
 
     def __enter__(self) -> SandboxWorker:
         return self
@@ -162,20 +227,21 @@ class SandboxWorker:
     def __del__(self) -> None:  # last resort; callers should close()
         proc = getattr(self, "_proc", None)
         if proc is not None and proc.poll() is None:
-            proc.kill()
+            _kill_group(proc)
 
     # ---- used by gustforge.sandbox.testing ---------------------------------------------------------------------
     def _load_tests(self, tests_source: str, schemas: dict[str, Any]) -> list[str]:
-        check_source(tests_source)
+        if self._static_check:
+            check_source(tests_source)
         with self._lock:
             if self._state is None:
                 raise SandboxError("load a tools module before running tests")
             names = self._request({"op": "load_tests", "source": tests_source, "schemas": schemas})
             self._state = self._state.model_copy(update={"tests": (tests_source, schemas)})
-        return list(names)
+        return [str(name) for name in _list(names)]
 
     def _run_test(self, name: str, *, wall_seconds: float) -> dict[str, Any]:
-        return dict(self._request({"op": "run_test", "name": name}, wall_seconds=wall_seconds))
+        return _dict(self._request({"op": "run_test", "name": name}, wall_seconds=wall_seconds))
 
     def _drop_tests(self) -> None:
         with self._lock:
@@ -183,11 +249,20 @@ class SandboxWorker:
                 self._state = self._state.model_copy(update={"tests": None})
 
     # ---- process management -----------------------------------------------------------------------------------
+    def _command(self) -> list[str]:
+        settings = {
+            "cpu_seconds": self.limits.cpu_seconds,
+            "memory_mb": self.limits.memory_mb,
+            "cpu_cap": self.limits.cpu_cap_seconds,
+            "static_check": self._static_check,
+        }
+        prefix, _ = namespace_prefix()
+        return [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), json.dumps(settings)]
+
     def _start(self) -> None:
-        settings = json.dumps({"cpu_seconds": self.limits.cpu_seconds, "memory_mb": self.limits.memory_mb})
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
         self._proc = subprocess.Popen(
-            [sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), settings],
+            self._command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -199,23 +274,48 @@ class SandboxWorker:
         self._buffer = b""
         self._stderr.clear()
         threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
+        hello = self._read_message(max(START_SECONDS, self.limits.wall_seconds), expect_id=None)
+        facts = hello.get("hello") if isinstance(hello, dict) else None
+        if not isinstance(facts, dict):
+            self._kill()
+            raise SandboxError("sandbox worker did not greet with its isolation report")
+        self.isolation = _isolation_report(facts)
 
     def _drain_stderr(self, proc: subprocess.Popen[bytes]) -> None:
-        if proc.stderr is None:
+        """Keep the last few stderr lines, each clipped: the child may write without end or without newlines.
+
+        The thread owns the pipe: it closes it at EOF, so nothing closes it underneath a blocked read.
+        """
+        stream = proc.stderr
+        if stream is None:
             return
-        for line in proc.stderr:
-            self._stderr.append(line.decode("utf-8", "replace").rstrip())
+        fd, partial = stream.fileno(), b""
+        try:
+            while chunk := os.read(fd, 1 << 16):
+                lines = (partial + chunk).split(b"\n")
+                partial = lines.pop()[:STDERR_LINE_CHARS]
+                for line in lines[-STDERR_LINES:]:
+                    self._stderr.append(line[:STDERR_LINE_CHARS].decode("utf-8", "replace").rstrip())
+        except OSError:
+            pass
+        finally:
+            if partial:
+                self._stderr.append(partial.decode("utf-8", "replace").rstrip())
+            stream.close()
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
+        self._buffer = b""
         if proc is None:
             return
-        if proc.poll() is None:
-            proc.kill()
+        _kill_group(proc)
         proc.wait()
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
+        for stream in (proc.stdin, proc.stdout):  # stderr belongs to its reader thread
             if stream is not None:
-                stream.close()
+                try:
+                    stream.close()
+                except OSError:
+                    pass
 
     def _ensure_started(self) -> None:
         if self._closed:
@@ -241,19 +341,41 @@ class SandboxWorker:
         if proc is None or proc.stdin is None or proc.stdout is None:
             raise SandboxError("sandbox worker is not running")
         wall = self.limits.wall_seconds if wall_seconds is None else wall_seconds
+        self._next_id += 1
         try:
-            proc.stdin.write(json.dumps(payload).encode("utf-8") + b"\n")
+            proc.stdin.write(json.dumps({**payload, "id": self._next_id}).encode("utf-8") + b"\n")
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        line = self._read_line(proc.stdout.fileno(), wall)
-        response = json.loads(line)
-        if response.get("ok"):
+        response = self._read_message(wall, expect_id=self._next_id)
+        if response.get("ok") is True:
             return response.get("result")
         kind = str(response.get("fault", "error"))
         if kind != "violation":  # the child's state is suspect after anything but a rejected source
             self._kill()
-        raise _FAULTS.get(kind, SandboxError)(str(response.get("message", "sandbox fault")))
+        message = str(response.get("message", "sandbox fault"))[:STDERR_LINE_CHARS * 4]
+        raise _FAULTS.get(kind, SandboxError)(message)
+
+    def _read_message(self, wall: float, *, expect_id: int | None) -> dict[str, Any]:
+        """One reply line, parsed and checked; anything malformed kills the worker and raises `SandboxError`."""
+        proc = self._proc
+        assert proc is not None and proc.stdout is not None
+        line = self._read_line(proc.stdout.fileno(), wall)
+        problem = ""
+        try:
+            message = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            message, problem = None, f"undecodable reply ({type(exc).__name__})"
+        if not problem and not isinstance(message, dict):
+            problem = "reply is not a JSON object"
+        elif not problem and _too_deep(message, MAX_DEPTH):
+            problem = f"reply nested deeper than {MAX_DEPTH} levels"
+        elif not problem and expect_id is not None and message.get("id") != expect_id:
+            problem = "reply out of order (forged or stale protocol line)"
+        if problem:
+            self._kill()
+            raise SandboxError(f"sandbox protocol violated: {problem}")
+        return message  # type: ignore[return-value]
 
     def _read_line(self, fd: int, wall: float) -> bytes:
         deadline = time.monotonic() + wall
@@ -271,19 +393,94 @@ class SandboxWorker:
             self._buffer += chunk
             if len(self._buffer) > MAX_RESPONSE_BYTES:
                 self._kill()
-                raise SandboxError(f"sandbox response larger than {MAX_RESPONSE_BYTES} bytes")
+                raise SandboxError(f"sandbox reply larger than {MAX_RESPONSE_BYTES} bytes")
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
     def _died(self) -> SandboxError:
         proc = self._proc
-        code = proc.wait() if proc is not None else None
+        try:
+            code = proc.wait(timeout=5) if proc is not None else None
+        except subprocess.TimeoutExpired:
+            code = None
         time.sleep(0.01)  # let the stderr thread catch the last lines
         tail = " | ".join(list(self._stderr)[-5:])
         self._kill()
-        if code is not None and code < 0 and -code == signal.SIGXCPU:
+        died_of = _signal_of(code)
+        if died_of == signal.SIGXCPU:
             return SandboxTimeout(f"CPU limit of {self.limits.cpu_seconds:g}s exceeded")
-        if "MemoryError" in tail or (code is not None and -code == signal.SIGKILL):
+        if "MemoryError" in tail or died_of == signal.SIGKILL:
             return SandboxMemoryError(f"worker died under the {self.limits.memory_mb} MB memory limit: {tail}")
         logger.warning("sandbox worker died with code %s: %s", code, tail)
         return SandboxError(f"sandbox worker died (exit code {code}): {tail}")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's whole process group (it leads a session of its own), then the child itself."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    if proc.poll() is None:
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def _signal_of(code: int | None) -> int | None:
+    """The signal that ended the worker: negative return codes, or 128+N mirrored by the PID-namespace init."""
+    if code is None:
+        return None
+    if code < 0:
+        return -code
+    return code - 128 if code > 128 else None
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            if level > limit:
+                return True
+            stack.extend((item, level + 1) for item in node)
+    return False
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise SandboxError(f"sandbox protocol violated: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise SandboxError(f"sandbox protocol violated: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _isolation_report(facts: dict[str, Any]) -> dict[str, str]:
+    """What the child says it applied, checked against this process (namespaces are compared, not assumed)."""
+    _, namespaces = namespace_prefix()
+    own_net = _own_namespace("net")
+    net = bool(facts.get("net_ns")) and bool(own_net) and facts.get("net_ns") != own_net
+    pid = bool(facts.get("pid_ns")) and facts.get("pid_ns") != _own_namespace("pid")
+    return {
+        "platform": sys.platform,
+        "static_policy": "on",
+        "audit_hook": "installed" if facts.get("audit_hook") is True else "missing",
+        "privileges": str(facts.get("privileges", "unknown"))[:200],
+        "hard_rlimits": "lowered to soft" if facts.get("rlimits_hard_equal_soft") is True else "not all lowered",
+        "network_namespace": "new" if net else f"shared ({namespaces})",
+        "pid_namespace": "new" if pid else f"shared ({namespaces})",
+    }
+
+
+def _own_namespace(kind: str) -> str:
+    try:
+        return os.readlink(f"/proc/self/ns/{kind}")
+    except OSError:
+        return ""

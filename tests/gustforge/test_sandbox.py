@@ -150,7 +150,7 @@ class TestWorker:
 
     def test_rlimits_are_applied_to_the_child(self, worker: SandboxWorker) -> None:
         worker.ping()  # the child sets its limits at start-up
-        limits = Path(f"/proc/{worker._proc.pid}/limits").read_text()  # type: ignore[union-attr]
+        limits = Path(f"/proc/{worker.pid}/limits").read_text()
         address = next(line for line in limits.splitlines() if line.startswith("Max address space"))
         assert str(256 * 1024 * 1024) in address
         assert any(line.startswith("Max file size") and " 0 " in line for line in limits.splitlines())
@@ -222,26 +222,43 @@ class TestRunTests:
 
 
 class TestPool:
-    def test_reuse_and_isolation(self) -> None:
+    def test_a_worker_never_serves_a_second_environment(self) -> None:
         with SandboxPool(size=1, limits=FAST) as pool:
-            with pool.acquire() as first:
+            with pool.acquire(owner="env-a") as first:
                 first.load(
                     "STASH = []\ndef keep(db):\n    STASH.append(db['secret'])\n"
                     "    return {'status': 'success', 'message': ''}\n",
                     {"secret": "s3cr3t"},
                 )
                 first.call("keep", {})
-            with pool.acquire() as second:
-                assert second is first  # warm reuse
+                first_pid = first.pid
+            with pool.acquire(owner="env-b") as second:
+                assert second is not first and second.pid != first_pid  # a fresh process
                 second.load("def peek(db):\n    return {'status': 'success', 'message': str(STASH)}\n", {})
                 assert second.call("peek", {})["message"] == "NameError: name 'STASH' is not defined"
                 assert "s3cr3t" not in json.dumps(second.get_db())
+            assert not first.alive
 
-    def test_recycles_after_max_uses(self) -> None:
-        with SandboxPool(size=1, limits=FAST, max_uses=1) as pool:
+    def test_same_owner_reuses_its_worker(self) -> None:
+        with SandboxPool(size=1, limits=FAST) as pool:
+            with pool.acquire(owner="env-a") as first:
+                pass
+            with pool.acquire(owner="env-a") as again:
+                assert again is first and again.alive
+
+    def test_no_owner_means_no_reuse_and_a_warm_replacement(self) -> None:
+        with SandboxPool(size=1, limits=FAST) as pool:
             with pool.acquire() as first:
                 pass
             with pool.acquire() as second:
+                assert second is not first and second.alive
+            assert not first.alive
+
+    def test_recycles_after_max_uses(self) -> None:
+        with SandboxPool(size=1, limits=FAST, max_uses=1) as pool:
+            with pool.acquire(owner="x") as first:
+                pass
+            with pool.acquire(owner="x") as second:
                 assert second is not first and second.alive
             assert not first.alive
 

@@ -179,7 +179,7 @@ def test_another_session_db_is_unreachable() -> None:
     with SandboxWorker(FAST) as victim, SandboxWorker(FAST) as attacker:
         victim.load(_tool("return {'status': 'success', 'message': 'ok'}"), secret)
         attacker.load(_tool(snoop), {"mine": 1})
-        assert victim._proc.pid != attacker._proc.pid  # type: ignore[union-attr]
+        assert victim.pid != attacker.pid
         out = attacker.call("attack", {})
         assert "s3cr3t" not in json.dumps(out) and "s3cr3t" not in json.dumps(attacker.get_db())
 
