@@ -25,6 +25,7 @@ from envgen.config import EnvGenConfig
 from gustforge.errors import InputError
 from gustforge.hashing import canonical_json, sha256_text, short_hash
 from gustforge.registry import Registry
+from gustforge.schemas import nonlocal_refs
 
 __all__ = ["IngestResult", "read_toolsets", "detect_format", "resolve_refs", "reason_of", "TOOLBENCH_TYPES"]
 
@@ -423,6 +424,9 @@ def _raw_tool(item: dict[str, Any], cfg: EnvGenConfig) -> RawTool:
     description = item.get("description")
     description = description if isinstance(description, str) else ("" if description is None else str(description))
     output = item.get("output_schema")
+    refs = nonlocal_refs([item.get("parameters"), output])  # never retrieved: refused here, before any use
+    if refs:
+        raise InputError(f"nonlocal_ref: tool {name!r} references {refs[0]}")
     return RawTool(
         name=name.strip(),
         description=_clip(description.strip(), cfg, f"tool {name!r}"),

@@ -26,6 +26,7 @@ from referencing.exceptions import Unresolvable
 from data.models import QuarantineRecord
 from gustforge.hashing import short_hash
 from gustforge.registry import Registry
+from gustforge.schemas import safe_validator
 from toucan.config import ArgCheck, PrepareConfig
 from toucan.models import ContextAction, Dialogue, DropReason, PhaseReport, RowRejected, SampleKind, Turn
 from toucan.rows import RawRow, parse_row, quality_score
@@ -73,7 +74,7 @@ def _check_required(arguments: dict[str, Any], schema: dict[str, Any]) -> str | 
 def _check_full(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
     try:
         Draft7Validator.check_schema(schema)
-        error = next(iter(Draft7Validator(schema).iter_errors(arguments)), None)
+        error = next(iter(safe_validator(schema, Draft7Validator).iter_errors(arguments)), None)
     except (JSONSchemaError, Unresolvable, re.error) as exc:  # a broken schema is the mismatch it causes
         return f"schema unusable: {type(exc).__name__}"
     return error.message if error is not None else None

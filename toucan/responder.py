@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import jsonschema
+from referencing.exceptions import Unresolvable
 
 from gustforge.llm import LLMClient, LLMRole, run_role_async
 from gustforge.registry import Registry
+from gustforge.schemas import safe_validator
 from toucan.config import ResponderMode
 from trainer.rewards.hierr import loose_eq
 from trainer.rewards.parse import Call
@@ -75,8 +77,8 @@ def validate_call(call: Call, schemas: Mapping[str, dict[str, Any]]) -> str | No
     if missing:
         return f"Tool '{call.name}' missing required parameters: {missing}"
     try:
-        error = next(iter(jsonschema.Draft7Validator(params).iter_errors(call.arguments)), None)
-    except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType):
+        error = next(iter(safe_validator(params, jsonschema.Draft7Validator).iter_errors(call.arguments)), None)
+    except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.UnknownType, Unresolvable):
         return None  # an unusable schema cannot reject a call
     if error is None:
         return None

@@ -21,6 +21,7 @@ from gustforge.errors import ConfigError, InputError, LLMOutputError
 from gustforge.llm.client import LLMClient
 from gustforge.llm.json_repair import repair_json
 from gustforge.registry import Registry
+from gustforge.schemas import safe_validator
 
 __all__ = [
     "LLMRole",
@@ -112,7 +113,7 @@ def validate_output(role: LLMRole, value: Any) -> dict[str, Any]:
     Raises:
         LLMOutputError: With the first (deepest-path) validation errors, for the re-ask message.
     """
-    errors = sorted(Draft202012Validator(role.output_schema).iter_errors(value), key=lambda e: list(e.path))
+    errors = sorted(safe_validator(role.output_schema, Draft202012Validator).iter_errors(value), key=lambda e: list(e.path))
     if errors:
         detail = "; ".join(f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5])
         raise LLMOutputError(f"role {role.name!r}: output does not match schema: {detail}")

@@ -131,7 +131,7 @@ class TestBadRecords:
             ([_tool("a"), _tool("a")], "duplicate_tool_names"),
             ([_tool("a")], "too_few_tools"),
             ([], "no_tools"),
-            ([_tool("a"), _tool("b", p={"$ref": "http://example.com/s.json"})], "unresolvable_ref"),
+            ([_tool("a"), _tool("b", p={"$ref": "http://example.com/s.json"})], "nonlocal_ref"),
             ([_tool("a"), 17], "malformed_tool"),
         ],
     )
