@@ -156,6 +156,11 @@ class EnvManifest(StrictModel):
         description="Tools whose implementation the repair loop replaced (tool -> kind before the repair); "
         "e.g. an update tool degraded to an 'action' that only logs the call.",
     )
+    sandbox: dict[str, str] = Field(
+        default_factory=dict,
+        description="Isolation layers the sandbox worker that ran the tests reported (audit hook, privileges, "
+        "hard rlimits, network/PID namespaces); see SandboxWorker.isolation.",
+    )
 
 
 class StageReport(StrictModel):

@@ -156,6 +156,7 @@ class _Attempt(StrictModel):
     tests_source: str
     report: TestReport
     seed: int
+    isolation: dict[str, str] = {}
 
 
 def _attempt(
@@ -177,7 +178,7 @@ def _attempt(
         report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
     timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start
     return _Attempt(refactored=refactored, db=db, tools_source=tools_source, tests_source=tests_source,
-                    report=report, seed=seed)  # fmt: skip
+                    report=report, seed=seed, isolation=dict(worker.isolation))  # fmt: skip
 
 
 def _artifacts(
@@ -203,6 +204,7 @@ def _artifacts(
         versions=_versions(),
         timings={k: round(v, 4) for k, v in sorted(timings.items())},
         repaired_tools=repaired,
+        sandbox=done.isolation,
     )
     return EnvArtifacts(manifest=manifest, schemas=schemas, db=done.db, tools_source=done.tools_source,
                         tests_source=done.tests_source, test_report=done.report)  # fmt: skip
