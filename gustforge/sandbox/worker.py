@@ -121,7 +121,7 @@ class SandboxWorker:
         self._static_check = static_check
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._buffer = b""
+        self._buffer = bytearray()
         self._next_id = 0
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._state: _State | None = None
@@ -143,15 +143,15 @@ class SandboxWorker:
             self._state = None
             names = self._request({"op": "load", "source": tools_source, "db": db, "seed": self.seed})
             self._state = _State(tools_source=tools_source, db=db, seed=self.seed)
-        return [str(name) for name in _list(names)]
+        return [str(name) for name in self._expect(list, names)]
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         """Run `tool(db, **args)` on the live DB. Tool exceptions come back as `{"status": "error", ...}`."""
-        return _dict(self._request({"op": "call", "tool": tool, "args": args}))
+        return self._expect(dict, self._request({"op": "call", "tool": tool, "args": args}))
 
     def get_db(self) -> dict[str, Any]:
         """The live DB (a JSON copy)."""
-        return _dict(self._request({"op": "get_db"}))
+        return self._expect(dict, self._request({"op": "get_db"}))
 
     def set_db(self, db: dict[str, Any]) -> None:
         """Replace the live DB (the tools module keeps its state)."""
@@ -238,15 +238,22 @@ class SandboxWorker:
                 raise SandboxError("load a tools module before running tests")
             names = self._request({"op": "load_tests", "source": tests_source, "schemas": schemas})
             self._state = self._state.model_copy(update={"tests": (tests_source, schemas)})
-        return [str(name) for name in _list(names)]
+        return [str(name) for name in self._expect(list, names)]
 
     def _run_test(self, name: str, *, wall_seconds: float) -> dict[str, Any]:
-        return _dict(self._request({"op": "run_test", "name": name}, wall_seconds=wall_seconds))
+        return self._expect(dict, self._request({"op": "run_test", "name": name}, wall_seconds=wall_seconds))
 
     def _drop_tests(self) -> None:
         with self._lock:
             if self._state is not None:
                 self._state = self._state.model_copy(update={"tests": None})
+
+    def _expect(self, kind: type, value: Any) -> Any:
+        if not isinstance(value, kind):
+            with self._lock:
+                self._kill()
+            raise SandboxError(f"sandbox protocol violated: expected {kind.__name__}, got {type(value).__name__}")
+        return value
 
     # ---- process management -----------------------------------------------------------------------------------
     def _command(self) -> list[str]:
@@ -271,7 +278,7 @@ class SandboxWorker:
             close_fds=True,
             start_new_session=True,
         )
-        self._buffer = b""
+        self._buffer = bytearray()
         self._stderr.clear()
         threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
         hello = self._read_message(max(START_SECONDS, self.limits.wall_seconds), expect_id=None)
@@ -305,7 +312,7 @@ class SandboxWorker:
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
-        self._buffer = b""
+        self._buffer = bytearray()
         if proc is None:
             return
         _kill_group(proc)
@@ -378,23 +385,29 @@ class SandboxWorker:
         return message  # type: ignore[return-value]
 
     def _read_line(self, fd: int, wall: float) -> bytes:
+        """One line within `wall` seconds and `MAX_RESPONSE_BYTES`; each byte is scanned once."""
         deadline = time.monotonic() + wall
-        while b"\n" not in self._buffer:
+        buffer, scanned = self._buffer, 0
+        while (end := buffer.find(b"\n", scanned)) < 0:
+            scanned = len(buffer)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._kill()
                 raise SandboxTimeout(f"wall-clock limit of {wall:g}s exceeded")
-            ready, _, _ = select.select([fd], [], [], remaining)
+            ready, _, _ = select.select([fd], [], [], min(remaining, 0.25))
             if not ready:
+                if self._proc is not None and self._proc.poll() is not None:  # dead, but a grandchild holds the pipe
+                    raise self._died()
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 raise self._died()
-            self._buffer += chunk
-            if len(self._buffer) > MAX_RESPONSE_BYTES:
+            buffer += chunk
+            if len(buffer) > MAX_RESPONSE_BYTES:
                 self._kill()
                 raise SandboxError(f"sandbox reply larger than {MAX_RESPONSE_BYTES} bytes")
-        line, _, self._buffer = self._buffer.partition(b"\n")
+        line = bytes(buffer[:end])
+        del buffer[: end + 1]
         return line
 
     def _died(self) -> SandboxError:
@@ -448,18 +461,6 @@ def _too_deep(value: Any, limit: int) -> bool:
                 return True
             stack.extend((item, level + 1) for item in node)
     return False
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise SandboxError(f"sandbox protocol violated: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise SandboxError(f"sandbox protocol violated: expected a list, got {type(value).__name__}")
-    return value
 
 
 def _isolation_report(facts: dict[str, Any]) -> dict[str, str]:

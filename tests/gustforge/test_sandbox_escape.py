@@ -63,6 +63,18 @@ STATIC = {
     "memoryview": ("memoryview(b'x')", "name 'memoryview'"),
     "dunder_name_lookup": ("__loader__", "dunder name '__loader__'"),
     "type_mro": ("import datetime\ndatetime.date.mro()", "attribute 'mro'"),
+    # class patterns read attributes: the same rules as `x.attr` (issue 15)
+    "match_class_gi_frame": ("g = (i for i in [1])\nmatch g:\n    case object(gi_frame=f):\n        pass", "'gi_frame'"),
+    "match_class_frame_walk": (
+        "match db:\n    case object(f_back=b, f_globals=g, f_builtins=x):\n        pass",
+        "attribute 'f_back' is not allowed (in a class pattern)",
+    ),
+    "match_class_format": ("match 'x':\n    case str(format=f):\n        pass", "attribute 'format'"),
+    "match_class_tb": ("match db:\n    case object(tb_next=t):\n        pass", "'tb_next'"),
+    "match_class_code": ("match db:\n    case object(co_consts=c):\n        pass", "'co_consts'"),
+    "frame_family_attribute": ("g = (i for i in [1])\ng.gi_suspended", "'gi_suspended'"),
+    "abc_register": ("import collections\ncollections.ChainMap.register(list)", "attribute 'register'"),
+    "with_traceback": ("ValueError('x').with_traceback(None)", "attribute 'with_traceback'"),
 }
 
 
