@@ -345,9 +345,10 @@ class Sandbox(_Sealed):
     `static_check=False` exists only for the red-team tests that prove the second layer holds on its own.
     """
 
-    def __init__(self, limits: Limits, *, static_check: bool = True) -> None:
+    def __init__(self, limits: Limits, *, static_check: bool = True, validation: bool = True) -> None:
         self.limits = limits
         self.static_check = static_check
+        self.validation = validation
         self.tools_code: types.CodeType | None = None
         self.db_json = "{}"
         self.seed = 0
@@ -409,6 +410,8 @@ class Sandbox(_Sealed):
             self.limits.disarm()
 
     def load_tests(self, source: str, schemas: dict[str, Any]) -> list[str]:
+        if not self.validation:
+            raise Fault("error", "this worker was started for sessions only (validation=False): it cannot run tests")
         code = _compile(source, "tests", static_check=self.static_check)
         self.schemas = json.loads(json.dumps(schemas))
         namespace = self._exec(code, "tests")
@@ -615,9 +618,19 @@ def _audit_hook() -> Any:
     return namespace["gust_audit_hook"]
 
 
-def _warm_up() -> None:
-    """Import and exercise everything lazily loaded later: the audit hook refuses new imports and file opens."""
+def _warm_up(validation: bool) -> None:
+    """Import and exercise everything lazily loaded later: the audit hook refuses new imports and file opens.
+
+    jsonschema (a third of the start-up time) is only warmed for workers that will run generated tests.
+    """
     import _strptime  # noqa: F401 - datetime.strptime imports it on first use
+
+    datetime.datetime.strptime("2024-01-02", "%Y-%m-%d")
+    for encoding in ("idna", "latin-1", "ascii", "utf-16", "utf-32", "cp1252", "punycode", "unicode_escape"):
+        "x".encode(encoding).decode(encoding)
+    _deepcopy({"a": [namedtuple("T", "a", module="sandbox")(1)]})
+    if not validation:
+        return
     import jsonschema
     import referencing.jsonschema  # noqa: F401
 
@@ -631,10 +644,6 @@ def _warm_up() -> None:
         SCHEMAS.errors_of(SCHEMAS.safe_validator(schema, draft, check=True), {"a": 1, "b": 2})
     SCHEMAS.validation_errors({"a": "y"}, {**schema, "$ref": "http://unused.invalid/x"})
     SCHEMAS.validation_errors({}, {"type": "nope"})
-    datetime.datetime.strptime("2024-01-02", "%Y-%m-%d")
-    for encoding in ("idna", "latin-1", "ascii", "utf-16", "utf-32", "cp1252", "punycode", "unicode_escape"):
-        "x".encode(encoding).decode(encoding)
-    _deepcopy({"a": [namedtuple("T", "a", module="sandbox")(1)]})
 
 
 def _namespace_inode(kind: str) -> str:
@@ -660,14 +669,16 @@ def _drop_privileges() -> str:
 
 def _harden(settings: dict[str, Any]) -> dict[str, Any]:
     """The second layer; returns what it applied (the parent puts it in the env manifest)."""
-    _warm_up()
+    _warm_up(bool(settings.get("validation", True)))
     facts = {"net_ns": _namespace_inode("net"), "pid_ns": _namespace_inode("pid")}
     limits = Limits(float(settings["cpu_seconds"]), int(settings["memory_mb"]), int(settings["cpu_cap"]))
-    facts["privileges"] = _drop_privileges()
+    layers = settings.get("layers") or {}  # every layer is on unless the parent's bench turns one off
+    facts["privileges"] = _drop_privileges() if layers.get("drop_privileges", True) else "not dropped (bench)"
     facts["uid"] = os.getuid() if hasattr(os, "getuid") else -1
     facts["rlimits_hard_equal_soft"] = Limits.hard_equals_soft()
-    sys.addaudithook(_audit_hook())
-    facts["audit_hook"] = True
+    facts["audit_hook"] = bool(layers.get("audit_hook", True))
+    if facts["audit_hook"]:
+        sys.addaudithook(_audit_hook())
     facts["limits"] = limits
     return facts
 
@@ -705,7 +716,11 @@ def main() -> None:
     sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
     sys.stdout = sys.stderr
     facts = _harden(settings)
-    sandbox = Sandbox(facts.pop("limits"), static_check=bool(settings.get("static_check", True)))
+    sandbox = Sandbox(
+        facts.pop("limits"),
+        static_check=bool(settings.get("static_check", True)),
+        validation=bool(settings.get("validation", True)),
+    )
     writer.write((json.dumps({"hello": facts}) + "\n").encode("utf-8"))
     writer.flush()
     for line in reader:

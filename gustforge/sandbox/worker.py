@@ -106,6 +106,8 @@ class SandboxWorker:
         limits: CPU, memory and wall limits.
         seed: Seed of the tools module's `random` / `uuid4`.
         static_check: Only the red-team tests turn this off, to prove the second layer holds on its own.
+        validation: Warm jsonschema in the worker so generated tests can validate (`run_tests`); sessions that
+            only call tools pass False and start faster (the parent validates their arguments).
 
     Example:
         >>> with SandboxWorker() as worker:                                    # doctest: +SKIP
@@ -113,12 +115,15 @@ class SandboxWorker:
         ['ping']
     """
 
-    def __init__(self, limits: SandboxLimits | None = None, *, seed: int = 0, static_check: bool = True) -> None:
+    def __init__(
+        self, limits: SandboxLimits | None = None, *, seed: int = 0, static_check: bool = True, validation: bool = True
+    ) -> None:
         self.limits = limits or SandboxLimits()
         self.seed = seed
         self.restarts = 0
         self.isolation: dict[str, str] = {}
         self._static_check = static_check
+        self._validation = validation
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._buffer = bytearray()
@@ -256,15 +261,18 @@ class SandboxWorker:
         return value
 
     # ---- process management -----------------------------------------------------------------------------------
-    def _command(self) -> list[str]:
-        settings = {
+    def _settings(self) -> dict[str, Any]:
+        return {
             "cpu_seconds": self.limits.cpu_seconds,
             "memory_mb": self.limits.memory_mb,
             "cpu_cap": self.limits.cpu_cap_seconds,
             "static_check": self._static_check,
+            "validation": self._validation,
         }
+
+    def _command(self) -> list[str]:
         prefix, _ = namespace_prefix()
-        return [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), json.dumps(settings)]
+        return [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), json.dumps(self._settings())]
 
     def _start(self) -> None:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
@@ -286,7 +294,7 @@ class SandboxWorker:
         if not isinstance(facts, dict):
             self._kill()
             raise SandboxError("sandbox worker did not greet with its isolation report")
-        self.isolation = _isolation_report(facts)
+        self.isolation = _isolation_report(facts, static_check=self._static_check)
 
     def _drain_stderr(self, proc: subprocess.Popen[bytes]) -> None:
         """Keep the last few stderr lines, each clipped: the child may write without end or without newlines.
@@ -463,7 +471,7 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def _isolation_report(facts: dict[str, Any]) -> dict[str, str]:
+def _isolation_report(facts: dict[str, Any], *, static_check: bool) -> dict[str, str]:
     """What the child says it applied, checked against this process (namespaces are compared, not assumed)."""
     _, namespaces = namespace_prefix()
     own_net = _own_namespace("net")
@@ -471,7 +479,7 @@ def _isolation_report(facts: dict[str, Any]) -> dict[str, str]:
     pid = bool(facts.get("pid_ns")) and facts.get("pid_ns") != _own_namespace("pid")
     return {
         "platform": sys.platform,
-        "static_policy": "on",
+        "static_policy": "on" if static_check else "off (red-team test)",
         "audit_hook": "installed" if facts.get("audit_hook") is True else "missing",
         "privileges": str(facts.get("privileges", "unknown"))[:200],
         "hard_rlimits": "lowered to soft" if facts.get("rlimits_hard_equal_soft") is True else "not all lowered",
