@@ -113,7 +113,8 @@ def validate_output(role: LLMRole, value: Any) -> dict[str, Any]:
     Raises:
         LLMOutputError: With the first (deepest-path) validation errors, for the re-ask message.
     """
-    errors = sorted(safe_validator(role.output_schema, Draft202012Validator).iter_errors(value), key=lambda e: list(e.path))
+    validator = safe_validator(role.output_schema, Draft202012Validator)
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     if errors:
         detail = "; ".join(f"{'/'.join(map(str, e.path)) or '<root>'}: {e.message}" for e in errors[:5])
         raise LLMOutputError(f"role {role.name!r}: output does not match schema: {detail}")

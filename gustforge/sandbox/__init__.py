@@ -4,11 +4,11 @@
 speaks JSON over a pipe; `SandboxPool` keeps workers warm. `policy` holds the allow-lists.
 """
 
-from gustforge.schemas import validation_errors
 from gustforge.sandbox.check import check_source
 from gustforge.sandbox.policy import ALLOWED_MODULES, MODULE_EXPORTS
 from gustforge.sandbox.pool import SandboxPool
 from gustforge.sandbox.worker import SandboxLimits, SandboxWorker
+from gustforge.schemas import validation_errors
 
 __all__ = [
     "ALLOWED_MODULES",

@@ -31,6 +31,7 @@ def _parse(source: str) -> ast.Module:
                 raise
     raise AssertionError("unreachable")
 
+
 __all__ = [
     "ALLOWED_MODULES",
     "MODULE_EXPORTS",

@@ -368,7 +368,7 @@ class SandboxWorker:
         kind = str(response.get("fault", "error"))
         if kind != "violation":  # the child's state is suspect after anything but a rejected source
             self._kill()
-        message = str(response.get("message", "sandbox fault"))[:STDERR_LINE_CHARS * 4]
+        message = str(response.get("message", "sandbox fault"))[: STDERR_LINE_CHARS * 4]
         raise _FAULTS.get(kind, SandboxError)(message)
 
     def _read_message(self, wall: float, *, expect_id: int | None) -> dict[str, Any]:

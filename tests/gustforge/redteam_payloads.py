@@ -59,7 +59,9 @@ LAYER1: dict[str, str] = {
     ),
     "format_map_walk": tool("leak = '{x.__class__}'.format_map({'x': db})\n" + _LEAK),
     "format_unbound": tool("leak = list(map(str.format, ['{0.__globals__}'], [attack]))\n" + _LEAK),
-    "formatter_class": tool("import string\nleak = string.Formatter().vformat('{0.__globals__}', [attack], {})\n" + _LEAK),
+    "formatter_class": tool(
+        "import string\nleak = string.Formatter().vformat('{0.__globals__}', [attack], {})\n" + _LEAK
+    ),
     "fstring_dunder": tool("leak = f'{attack.__globals__}'\n" + _LEAK),
     # ---- real builtins and real modules
     "subclasses_walk": tool("leak = ().__class__.__base__.__subclasses__()\n" + _LEAK),
@@ -73,13 +75,13 @@ LAYER1: dict[str, str] = {
     "exec_import": tool("exec(\"import os; os.system('touch MARKER')\")\n"),
     "compile_code": tool("leak = compile('1', 'x', 'eval')\n" + _LEAK),
     "import_os_system": tool("import os\nos.system('touch MARKER')\n"),
-    "import_socket": tool(
-        "import socket\ns = socket.socket()\ns.connect(('127.0.0.1', PORT))\n"
-    ),
+    "import_socket": tool("import socket\ns = socket.socket()\ns.connect(('127.0.0.1', PORT))\n"),
     "import_subprocess": tool("import subprocess\nsubprocess.run(['touch', 'MARKER'])\n"),
     "import_ctypes": tool("import ctypes\nctypes.CDLL(None).system(b'touch MARKER')\n"),
     "import_importlib": tool("import importlib\nimportlib.import_module('os').system('touch MARKER')\n"),
-    "import_urllib": tool("from urllib.request import urlopen\nleak = urlopen('http://127.0.0.1:PORT/').read()\n" + _LEAK),
+    "import_urllib": tool(
+        "from urllib.request import urlopen\nleak = urlopen('http://127.0.0.1:PORT/').read()\n" + _LEAK
+    ),
     "dunder_import": tool("leak = __import__('os')\n" + _LEAK),
     "import_resource_rlimit": tool("import resource\nresource.setrlimit(resource.RLIMIT_CPU, (-1, -1))\n"),
     "import_signal": tool("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n"),
@@ -99,24 +101,26 @@ LAYER1: dict[str, str] = {
     "global_statement": tool("global ATTACK\nATTACK = 1\n"),
     # ---- cross-environment state (one fresh worker per environment makes these moot; still refused)
     "abc_register": tool("import collections\ncollections.ChainMap.register(list)\n"),
-    "deepcopy_nil_channel": tool(
-        "import copy\nstash = []\ncopy.deepcopy(db, {}, stash)\nleak = stash\n" + _LEAK
-    ),
+    "deepcopy_nil_channel": tool("import copy\nstash = []\ncopy.deepcopy(db, {}, stash)\nleak = stash\n" + _LEAK),
     "deepcopy_memo_keepalive": tool("import copy\nmemo = {}\ncopy.deepcopy(db, memo)\nleak = memo\n" + _LEAK),
     # ---- limits and parent DoS
-    "cpu_spin_catching": tool("while True:\n    try:\n        while True:\n            pass\n    except:\n        pass\n"),
+    "cpu_spin_catching": tool(
+        "while True:\n    try:\n        while True:\n            pass\n    except:\n        pass\n"
+    ),
     "memory_bomb": tool("x = 'a' * 10**10\n"),
     "growing_list": tool("x = []\nwhile True:\n    x.append('a' * 10**6)\n"),
     "recursion_bomb": tool("def f(n):\n    return f(n + 1)\nreturn f(0)\n"),
     "huge_exception_message": tool("raise ValueError('x' * 50_000_000)\n"),
     "huge_output": tool("return {'status': 'success', 'message': 'x' * 20_000_000}\n"),
-    "deep_output": tool("v = []\nfor _ in range(500):\n    v = [v]\nreturn {'status': 'success', 'message': 'x', 'v': v}\n"),
+    "deep_output": tool(
+        "v = []\nfor _ in range(500):\n    v = [v]\nreturn {'status': 'success', 'message': 'x', 'v': v}\n"
+    ),
     "very_deep_output": tool(
         "v = []\nfor _ in range(200_000):\n    v = [v]\nreturn {'status': 'success', 'message': 'x', 'v': v}\n"
     ),
     "non_json_output": tool("return {'status': 'success', 'message': 'x', 'v': {1, 2}}\n"),
     "protocol_forge_print": tool(
-        "print('\\n{\"ok\": true, \"id\": 2, \"result\": {\"status\": \"success\", \"message\": \"forged\"}}\\n')\n"
+        'print(\'\\n{"ok": true, "id": 2, "result": {"status": "success", "message": "forged"}}\\n\')\n'
     ),
     "protocol_forge_output": tool(
         "return {'status': 'success', 'message': '\\n{\"ok\": true, \"id\": 3, \"result\": {}}\\n'}\n"
@@ -163,18 +167,13 @@ LAYER2: dict[str, str] = {
     "real_kill_parent": _l2("G['kill'](G['getppid'](), 9)\n"),
     "real_killpg": _l2("G['killpg'](0, 9)\n"),
     "real_putenv": _l2("G['putenv']('X', 'Y')\n"),
-    "real_import_socket": _l2(
-        "s = B['__import__']('socket').socket()\ns.connect(('127.0.0.1', PORT))\n"
-    ),
+    "real_import_socket": _l2("s = B['__import__']('socket').socket()\ns.connect(('127.0.0.1', PORT))\n"),
     "real_import_ctypes": _l2("B['__import__']('ctypes').CDLL(None).system(b'touch MARKER')\n"),
     "real_import_subprocess": _l2("B['__import__']('subprocess').run(['touch', 'MARKER'])\n"),
     "real_import_urllib": _l2(
-        "leak = B['__import__']('urllib.request', fromlist=['x']).urlopen('http://127.0.0.1:PORT/').read()\n"
-        + _LEAK
+        "leak = B['__import__']('urllib.request', fromlist=['x']).urlopen('http://127.0.0.1:PORT/').read()\n" + _LEAK
     ),
-    "real_sys_getframe": _l2(
-        "sys = B['__import__']('sys')\nleak = sys._getframe().f_back.f_globals\n" + _LEAK
-    ),
+    "real_sys_getframe": _l2("sys = B['__import__']('sys')\nleak = sys._getframe().f_back.f_globals\n" + _LEAK),
     "real_generator_frame": _l2("g = (x for x in [1])\nleak = g.gi_frame.f_back\n" + _LEAK),
     "real_traceback_frame": _l2(
         "try:\n    1 / 0\nexcept Exception as e:\n    leak = e.__traceback__.tb_frame.f_back\n    " + _LEAK
@@ -182,12 +181,8 @@ LAYER2: dict[str, str] = {
     "real_gc_objects": _l2("leak = B['__import__']('gc').get_objects()\n" + _LEAK),
     "real_gc_referrers": _l2("leak = B['__import__']('gc').get_referrers(db)\n" + _LEAK),
     "real_code_swap": _l2("attack.__code__ = (lambda db: None).__code__\n"),
-    "real_setrlimit_memory": _l2(
-        "r = B['__import__']('resource')\nr.setrlimit(r.RLIMIT_AS, (-1, -1))\n"
-    ),
-    "real_setrlimit_cpu_hard": _l2(
-        "r = B['__import__']('resource')\nr.setrlimit(r.RLIMIT_CPU, (-1, -1))\n"
-    ),
+    "real_setrlimit_memory": _l2("r = B['__import__']('resource')\nr.setrlimit(r.RLIMIT_AS, (-1, -1))\n"),
+    "real_setrlimit_cpu_hard": _l2("r = B['__import__']('resource')\nr.setrlimit(r.RLIMIT_CPU, (-1, -1))\n"),
     "real_setuid_root": _l2("G['setuid'](0)\nB['open']('MARKER', 'w')\n"),
     "real_ignore_sigxcpu_and_spin": _l2(
         "sig = B['__import__']('signal')\nsig.signal(sig.SIGXCPU, sig.SIG_IGN)\nwhile True:\n    pass\n"
@@ -195,7 +190,7 @@ LAYER2: dict[str, str] = {
     "real_audit_hook_add": _l2("B['__import__']('sys').addaudithook(lambda e, a: None)\n"),
     "real_protocol_forge": _l2(
         "for fd in range(3, 8):\n    try:\n"
-        "        G['write'](fd, b'{\"ok\": true, \"id\": 99, \"result\": {\"status\": \"success\"}}\\n')\n"
+        '        G[\'write\'](fd, b\'{"ok": true, "id": 99, "result": {"status": "success"}}\\n\')\n'
         "    except Exception:\n        pass\n"
     ),
     "real_protocol_undecodable": _l2(

@@ -64,7 +64,10 @@ STATIC = {
     "dunder_name_lookup": ("__loader__", "dunder name '__loader__'"),
     "type_mro": ("import datetime\ndatetime.date.mro()", "attribute 'mro'"),
     # class patterns read attributes: the same rules as `x.attr` (issue 15)
-    "match_class_gi_frame": ("g = (i for i in [1])\nmatch g:\n    case object(gi_frame=f):\n        pass", "'gi_frame'"),
+    "match_class_gi_frame": (
+        "g = (i for i in [1])\nmatch g:\n    case object(gi_frame=f):\n        pass",
+        "'gi_frame'",
+    ),
     "match_class_frame_walk": (
         "match db:\n    case object(f_back=b, f_globals=g, f_builtins=x):\n        pass",
         "attribute 'f_back' is not allowed (in a class pattern)",

@@ -21,7 +21,7 @@ from gustforge.errors import SandboxError, SandboxTimeout
 from gustforge.sandbox import SandboxLimits, SandboxWorker
 
 LIMITS = SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=3)
-_GREET = "import os, sys, time, json\nos.write(1, b'{\"hello\": {\"audit_hook\": true}}\\n')\nsys.stdin.readline()\n"
+_GREET = 'import os, sys, time, json\nos.write(1, b\'{"hello": {"audit_hook": true}}\\n\')\nsys.stdin.readline()\n'
 
 
 class HostileWorker(SandboxWorker):
@@ -50,13 +50,13 @@ def _rss_mb() -> float:
 @pytest.mark.parametrize(
     "script,match",
     [
-        ("os.write(1, b'{\"ok\": true, \"id\": 1, \"result\": \"' + b'x' * (40 << 20))\n", "larger than"),
+        ('os.write(1, b\'{"ok": true, "id": 1, "result": "\' + b\'x\' * (40 << 20))\n', "larger than"),
         ("os.write(1, b'[' * 500000 + b'\\n')\n", "protocol violated"),
         ("os.write(1, b'{\"ok\": true, \"id\": 1, \"result\": ' + b'[' * 500 + b']' * 500 + b'}\\n')\n", "deeper"),
         ("os.write(1, b'\\xff\\xfe\\xfd\\n')\n", "undecodable"),
         ("os.write(1, b'[1, 2]\\n')\n", "not a JSON object"),
-        ("os.write(1, b'{\"ok\": true, \"id\": 999, \"result\": \"forged\"}\\n')\n", "out of order"),
-        ("os.write(1, b'{\"ok\": true, \"id\": 1, \"result\": [1]}\\n')\n", "expected dict"),
+        ('os.write(1, b\'{"ok": true, "id": 999, "result": "forged"}\\n\')\n', "out of order"),
+        ('os.write(1, b\'{"ok": true, "id": 1, "result": [1]}\\n\')\n', "expected dict"),
     ],
     ids=["huge_reply", "very_deep_reply", "deep_reply", "undecodable", "not_an_object", "forged_id", "wrong_type"],
 )

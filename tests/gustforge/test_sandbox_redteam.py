@@ -233,7 +233,10 @@ def test_remote_refs_are_refused_everywhere(host: Host, name: str, tmp_path: Pat
         Environment.from_parts("e", [_schema(parameters, response or None)], {}, "def attack(db):\n    pass\n")
     # at ingest: the toolset is quarantined with its own reason
     empty = {"type": "object", "properties": {}}
-    tools = [{"name": "a", "inputSchema": parameters, "outputSchema": response or None}, {"name": "b", "inputSchema": empty}]
+    tools = [
+        {"name": "a", "inputSchema": parameters, "outputSchema": response or None},
+        {"name": "b", "inputSchema": empty},
+    ]
     record = {"tools": tools}
     raw = tmp_path / "mcp.json"
     raw.write_text(json.dumps(record))
@@ -302,9 +305,12 @@ def _gust_env_run(env_dir: Path) -> tuple[int, str, str]:
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def _cli_sweep(host: Host, payloads: dict[str, str], workdir: Path, schemas: dict[str, ToolSchema] | None = None) -> None:
+def _cli_sweep(
+    host: Host, payloads: dict[str, str], workdir: Path, schemas: dict[str, ToolSchema] | None = None
+) -> None:
     dirs = {
-        name: _write_env(workdir, name, host.fill(source), (schemas or {}).get(name)) for name, source in payloads.items()
+        name: _write_env(workdir, name, host.fill(source), (schemas or {}).get(name))
+        for name, source in payloads.items()
     }
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(zip(dirs, pool.map(_gust_env_run, dirs.values()), strict=True))
