@@ -59,6 +59,8 @@ class Environment:
                 )
             try:
                 self._validators[schema.name] = safe_validator(schema.parameters, check=True)
+            except RecursionError as exc:
+                raise SchemaError(f"env {self.env_id}: tool {schema.name!r} has a schema nested too deep") from exc
             except jsonschema.SchemaError as exc:
                 raise SchemaError(
                     f"env {self.env_id}: tool {schema.name!r} has an invalid parameters schema: {exc}"
@@ -78,25 +80,29 @@ class Environment:
         for required in ("schemas.json", "db.json", "tools.py"):
             if not (root / required).is_file():
                 raise InputError(f"environment {root} lacks {required}")
+        tests_path = root / "tests.py"
         try:
             schemas = tuple(ToolSchema.model_validate(s) for s in io.read_json(root / "schemas.json"))
             manifest_path = root / "manifest.json"
             manifest = EnvManifest.model_validate(io.read_json(manifest_path)) if manifest_path.is_file() else None
             db = io.read_json(root / "db.json")
+            tools_source = (root / "tools.py").read_text(encoding="utf-8")
+            tests_source = tests_path.read_text(encoding="utf-8") if tests_path.is_file() else None
         except ValidationError as exc:
             raise SchemaError(f"environment {root}: {exc}") from exc
-        except ValueError as exc:  # json.JSONDecodeError
-            raise InputError(f"environment {root}: unreadable JSON: {exc}") from exc
+        except (ValueError, RecursionError, TypeError) as exc:  # bad JSON or UTF-8, nesting too deep, wrong shape
+            raise InputError(f"environment {root}: unreadable file: {type(exc).__name__}: {str(exc)[:300]}") from exc
+        except OSError as exc:
+            raise InputError(f"environment {root}: {exc}") from exc
         if not isinstance(db, dict):
             raise InputError(f"environment {root}: db.json must hold an object")
-        tests_path = root / "tests.py"
         return cls(
             env_id=manifest.env_id if manifest else root.name,
             schemas=schemas,
             initial_db=db,
-            tools_source=(root / "tools.py").read_text(encoding="utf-8"),
+            tools_source=tools_source,
             manifest=manifest,
-            tests_source=tests_path.read_text(encoding="utf-8") if tests_path.is_file() else None,
+            tests_source=tests_source,
         )
 
     @classmethod
@@ -135,7 +141,10 @@ class Environment:
         """jsonschema messages for `args` against tool `name` (empty = valid; the tool must exist)."""
         if not isinstance(args, Mapping):
             return [f"arguments must be a JSON object, got {type(args).__name__}"]
-        return errors_of(self._validators[name], dict(args))
+        try:
+            return errors_of(self._validators[name], dict(args))
+        except RecursionError:
+            return ["arguments are nested too deep to validate"]
 
     def session(
         self, limits: SandboxLimits | None = None, *, pool: SandboxPool | None = None, seed: int = 0

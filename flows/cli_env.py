@@ -45,7 +45,7 @@ def _load(env_dir: Path) -> Environment:
 def _parse_args(raw: str) -> tuple[dict[str, Any] | None, str]:
     try:
         value = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return None, f"invalid arguments: --args is not JSON: {exc}"
     if not isinstance(value, dict):
         return None, f"invalid arguments: --args must be a JSON object, got {type(value).__name__}"

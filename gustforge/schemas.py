@@ -26,7 +26,7 @@ __all__ = [
 
 # Keywords whose value is a URI reference to another schema (draft 2019-09 / 2020-12 names included).
 REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
-_MAX_WALK_DEPTH = 200
+_MAX_WALK_DEPTH = 100
 
 
 @functools.cache
@@ -84,7 +84,7 @@ def _walk(node: Any, depth: int = 0) -> Iterator[tuple[str, Any]]:
 def nonlocal_refs(schema: Any) -> list[str]:
     """Every reference in `schema` that points outside the schema itself (anything but a `#...` fragment).
 
-    A schema nested deeper than 200 levels is reported too (it cannot be checked, so it is not trusted).
+    A schema nested deeper than 100 levels is reported too (it cannot be checked, so it is not trusted).
 
     Example:
         >>> nonlocal_refs({"properties": {"a": {"$ref": "#/$defs/A"}, "b": {"$ref": "file:///etc/passwd"}}})

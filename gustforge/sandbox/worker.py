@@ -358,7 +358,11 @@ class SandboxWorker:
         wall = self.limits.wall_seconds if wall_seconds is None else wall_seconds
         self._next_id += 1
         try:
-            proc.stdin.write(json.dumps({**payload, "id": self._next_id}).encode("utf-8") + b"\n")
+            request = json.dumps({**payload, "id": self._next_id}).encode("utf-8") + b"\n"
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise SandboxError(f"request cannot be sent to the sandbox: {type(exc).__name__}: {exc}") from None
+        try:
+            proc.stdin.write(request)
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None

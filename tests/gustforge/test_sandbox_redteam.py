@@ -293,13 +293,13 @@ def _write_env(root: Path, name: str, tools: str, schema: ToolSchema | None = No
     return env_dir
 
 
-def _gust_env_run(env_dir: Path) -> tuple[int, str, str]:
+def _gust_env_run(env_dir: Path, args: str = "{}") -> tuple[int, str, str]:
     gust = Path(sys.executable).with_name("gust")
     command = [str(gust)] if gust.exists() else [sys.executable, "-m", "flows.cli"]
     limits = ["--cpu-seconds", "1", "--memory-mb", "256", "--wall-seconds", "4"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [*command, "env", "run", str(env_dir), "attack", *limits],
+        [*command, "env", "run", str(env_dir), "attack", "--args", args, *limits],
         capture_output=True, text=True, timeout=120, env=env, cwd=str(REPO),
     )  # fmt: skip
     return proc.returncode, proc.stdout, proc.stderr
@@ -331,10 +331,39 @@ def test_gust_env_run_every_payload(host: Host, tmp_path: Path) -> None:
     _cli_sweep(host, {name: src for name, src in LAYER1.items() if name not in CLI_FAST}, tmp_path)
 
 
-def test_gust_env_run_refuses_remote_refs(host: Host, tmp_path: Path) -> None:
-    schemas = {name: _schema(*host.fill_json(REFS[name])) for name in REFS}
-    tools = "def attack(db):\n    return {'status': 'success', 'message': 'ok'}\n"
-    _cli_sweep(host, {name: tools for name in REFS}, tmp_path, {n: s for n, s in schemas.items()})
+def test_gust_env_run_hostile_env_files_and_refs(host: Host, tmp_path: Path) -> None:
+    """Hostile files, remote `$ref`s and hostile arguments are load errors (exit 2) or structured errors, never a
+    traceback, and no `$ref` is fetched."""
+    tools = "def attack(db, a=None):\n    return {'status': 'success', 'message': 'ok'}\n"
+    cases: dict[str, tuple[Path, str]] = {
+        f"ref_{name}": (_write_env(tmp_path, f"ref_{name}", tools, _schema(*host.fill_json(REFS[name]))), "{}")
+        for name in REFS
+    }
+    deep = "[" * 100_000 + "]" * 100_000
+    for name in ("deep_db", "deep_schema", "schema_150_levels", "bad_utf8_schemas", "bad_utf8_tools", "null_bytes"):
+        cases[name] = (_write_env(tmp_path, name, tools), "{}")
+    (tmp_path / "deep_db" / "db.json").write_text(deep)
+    (tmp_path / "deep_schema" / "schemas.json").write_text(deep)
+    nested: dict[str, Any] = {"type": "object"}
+    for _ in range(75):
+        nested = {"type": "object", "properties": {"a": nested}}
+    schema = _schema({"type": "object", "properties": {"a": nested}}).model_dump(mode="json")
+    (tmp_path / "schema_150_levels" / "schemas.json").write_text(json.dumps([schema]))
+    (tmp_path / "bad_utf8_schemas" / "schemas.json").write_bytes(b"\xff\xfe[")
+    (tmp_path / "bad_utf8_tools" / "tools.py").write_bytes(b"\xff\xfe\x00def")
+    (tmp_path / "null_bytes" / "tools.py").write_text("def attack(db):\n    return {}\x00\n")
+    plain = _write_env(tmp_path, "plain", tools)
+    cases["deep_args"] = (plain, '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    cases["deep_args_900"] = (plain, '{"a": ' + "[" * 900 + "]" * 900 + "}")
+    cases["not_json_args"] = (plain, "{'a': 1")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = dict(zip(cases, pool.map(lambda case: _gust_env_run(*case), cases.values()), strict=True))
+    for name, (code, stdout, stderr) in results.items():
+        assert code in (0, 2, 3), f"{name}: exit {code}\n{stderr[-2000:]}"
+        assert "Traceback" not in stdout + stderr, f"{name}: the CLI printed a traceback\n{stderr[-3000:]}"
+    assert results["deep_db"][0] == 2 and results["bad_utf8_tools"][0] == 2 and results["schema_150_levels"][0] == 2
+    assert all(results[f"ref_{name}"][0] == 2 for name in REFS)
+    host.assert_untouched([out for _, out, err in results.values()], "hostile env files")
 
 
 # ---- the non-root path (a developer laptop) ---------------------------------------------------------------------
