@@ -452,7 +452,11 @@ def _json_output(tool: str, output: Any) -> dict[str, Any]:
             "message": f"ToolError: tool {tool!r} returned {type(output).__name__}, expected a dict",
         }
     try:
-        output = json.loads(json.dumps(output, allow_nan=False))
+        text = json.dumps(output, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")  # lone surrogates are not text: refused here, not printed by the parent
+        output = json.loads(text)
+    except UnicodeEncodeError:
+        return {"status": "error", "message": f"ToolError: tool {tool!r} returned text that is not valid Unicode"}
     except (TypeError, ValueError, RecursionError) as exc:
         return {"status": "error", "message": _clip(f"ToolError: tool {tool!r} returned a non-JSON output: {exc}")}
     if _depth(output) > MAX_DEPTH:
@@ -557,7 +561,7 @@ def _respond(request: dict[str, Any], sandbox: Sandbox) -> bytes:
     if response["ok"] and _depth(response.get("result")) > MAX_DEPTH:
         response = {"ok": False, "fault": "error", "message": f"result nested deeper than {MAX_DEPTH} levels"}
     try:
-        line = (json.dumps(response) + "\n").encode("utf-8")
+        line = (json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
         response = {"ok": False, "fault": "error", "message": _clip(f"unserialisable result: {exc}")}
         line = b""
@@ -566,7 +570,7 @@ def _respond(request: dict[str, Any], sandbox: Sandbox) -> bytes:
         line = b""
     if not line:
         response["id"] = request.get("id")
-        line = (json.dumps(response) + "\n").encode("utf-8")
+        line = (json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8")
     return line
 
 

@@ -18,6 +18,7 @@ import functools
 import json
 import logging
 import os
+import re
 import select
 import shutil
 import signal
@@ -45,6 +46,9 @@ MAX_DEPTH = 66  # the child refuses results nested deeper than 64 (+2 for the re
 STDERR_LINES = 40
 STDERR_LINE_CHARS = 1000
 START_SECONDS = 60.0  # the child imports and warms jsonschema before greeting; slow on a loaded machine
+# The child writes raw UTF-8 (ensure_ascii=False), so it never escapes a surrogate; an escaped one would decode to
+# a string that cannot be printed or encoded (a lone surrogate) and crash whoever prints the result.
+_SURROGATE_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _FAULTS: dict[str, type[SandboxError]] = {
     "violation": SandboxViolation,
     "memory": SandboxMemoryError,
@@ -380,7 +384,7 @@ class SandboxWorker:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         line = self._read_line(proc.stdout.fileno(), wall)
-        problem = ""
+        problem = "reply holds an escaped surrogate (not valid Unicode)" if _SURROGATE_ESCAPE.search(line) else ""
         try:
             message = json.loads(line.decode("utf-8"))
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors

@@ -57,8 +57,18 @@ def _rss_mb() -> float:
         ("os.write(1, b'[1, 2]\\n')\n", "not a JSON object"),
         ('os.write(1, b\'{"ok": true, "id": 999, "result": "forged"}\\n\')\n', "out of order"),
         ('os.write(1, b\'{"ok": true, "id": 1, "result": [1]}\\n\')\n', "expected dict"),
+        ('os.write(1, b\'{"ok": true, "id": 1, "result": {"m": "\\\\ud800"}}\\n\')\n', "surrogate"),
     ],
-    ids=["huge_reply", "very_deep_reply", "deep_reply", "undecodable", "not_an_object", "forged_id", "wrong_type"],
+    ids=[
+        "huge_reply",
+        "very_deep_reply",
+        "deep_reply",
+        "undecodable",
+        "not_an_object",
+        "forged_id",
+        "wrong_type",
+        "surrogate",
+    ],
 )
 def test_malformed_replies_are_sandbox_errors(script: str, match: str) -> None:
     before = _rss_mb()

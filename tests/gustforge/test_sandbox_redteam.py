@@ -49,6 +49,7 @@ CLI_FAST = (
     "huge_exception_message",
     "very_deep_output",
     "protocol_forge_output",
+    "lone_surrogate_output",
 )
 
 
