@@ -1,9 +1,10 @@
 """Serve an `Environment` over MCP (stdio) with the official SDK's low-level `Server` (mcp 2.3).
 
 The low-level server takes the tools' JSON schemas exactly (`list_tools` shows them verbatim); arguments are
-validated with jsonschema before any code runs. Every result carries the tool's output dict both as text and as
-`structured_content`; invalid arguments, unknown tools, tool errors (`status == "error"`) and sandbox faults come
-back with `is_error=True` and a message, so an agent can read and correct them.
+validated with jsonschema inside the sandbox worker (under its limits) before any tool code runs. Every result
+carries the tool's output dict both as text and as `structured_content`; invalid arguments, unknown tools, tool
+errors (`status == "error"`) and sandbox faults come back with `is_error=True` and a message, so an agent can read
+and correct them.
 
 State: one stdio server process serves one client session, so the server owns one `EnvSession` started from a
 copy of the initial DB; state carries across calls and dies with the process. A new connection = a new process.
@@ -71,10 +72,7 @@ def build_server(env: Environment, session: EnvSession) -> Server[Any]:
         name, args = params.name, params.arguments or {}
         if env.schema(name) is None:
             return _error(f"unknown tool {name!r}; available: {', '.join(env.tool_names)}")
-        errors = env.argument_errors(name, args)
-        if errors:
-            return _error("invalid arguments: " + "; ".join(errors))
-        try:
+        try:  # the session validates the arguments inside its worker, under the sandbox's limits
             output = await anyio.to_thread.run_sync(session.call, name, args)
         except SandboxError as exc:
             logger.warning("env %s tool %s: sandbox fault: %s", env.env_id, name, exc)

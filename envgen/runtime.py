@@ -7,6 +7,7 @@ and a copy of the initial DB; arguments are validated against the tool's JSON sc
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -138,7 +139,11 @@ class Environment:
         return {s.name: {"parameters": s.parameters, "response": s.response} for s in self.schemas}
 
     def argument_errors(self, name: str, args: Any) -> list[str]:
-        """jsonschema messages for `args` against tool `name` (empty = valid; the tool must exist)."""
+        """jsonschema messages for `args` against tool `name` (empty = valid; the tool must exist).
+
+        Runs in this process: sessions validate inside their worker instead (`EnvSession.call`), where a hostile
+        schema cannot hang the caller.
+        """
         if not isinstance(args, Mapping):
             return [f"arguments must be a JSON object, got {type(args).__name__}"]
         try:
@@ -161,9 +166,10 @@ class Environment:
             lease = pool.acquire(seed=seed, owner=content_hash([self.tools_source, self.initial_db]))
             worker = lease.__enter__()
         else:
-            worker = SandboxWorker(limits, seed=seed, validation=False)  # sessions never run tests
+            worker = SandboxWorker(limits, seed=seed)
         try:
-            defined = worker.load(self.tools_source, self.initial_db)
+            parameters = {schema.name: schema.parameters for schema in self.schemas}
+            defined = worker.load(self.tools_source, self.initial_db, parameters=parameters)
             missing = [name for name in self.tool_names if name not in defined]
             if missing:
                 raise CodegenError(f"env {self.env_id}: tools module lacks {', '.join(missing)}")
@@ -209,10 +215,14 @@ class EnvSession:
         if self.env.schema(name) is None:
             known = ", ".join(self.env.tool_names)
             return {"status": "error", "message": f"unknown tool {name!r}; available: {known}"}
-        errors = self.env.argument_errors(name, args)
-        if errors:
-            return {"status": "error", "message": "invalid arguments: " + "; ".join(errors)}
-        return self._live().call(name, dict(args))
+        if not isinstance(args, Mapping):
+            return {"status": "error", "message": f"invalid arguments: arguments must be a JSON object, got "
+                    f"{type(args).__name__}"}  # fmt: skip
+        try:
+            payload = json.loads(json.dumps(dict(args), allow_nan=False))
+        except (TypeError, ValueError, RecursionError) as exc:
+            return {"status": "error", "message": f"invalid arguments: not JSON: {str(exc)[:200]}"}
+        return self._live().call(name, payload)  # the worker validates `args` against the tool's schema
 
     def db(self) -> dict[str, Any]:
         """A copy of the live DB."""

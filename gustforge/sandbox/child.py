@@ -356,16 +356,21 @@ class Sandbox(_Sealed):
         self.tools: dict[str, Any] = {}
         self.tests: dict[str, Any] = {}
         self.schemas: dict[str, Any] = {}
+        self.parameters: dict[str, Any] = {}
 
-    def load(self, source: str, db: dict[str, Any], seed: int) -> list[str]:
+    def load(self, source: str, db: dict[str, Any], seed: int, parameters: dict[str, Any] | None = None) -> list[str]:
         self.unload()
+        if parameters and not self.validation:
+            raise Fault("error", "this worker was started without validation: it cannot check tool arguments")
         self.tools_code = _compile(source, "tools", static_check=self.static_check)
         self.db_json, self.seed = json.dumps(db), seed
+        self.parameters = dict(parameters or {})
         self.reset()
         return list(self.tools)
 
     def unload(self) -> None:
         self.tools_code, self.db, self.tools, self.tests, self.schemas = None, {}, {}, {}, {}
+        self.parameters = {}
 
     def reset(self, db: dict[str, Any] | None = None) -> None:
         """Fresh tools module and initial DB; `db` (sent by the parent, which holds the authoritative copy) wins."""
@@ -401,6 +406,12 @@ class Sandbox(_Sealed):
             return {"status": "error", "message": f"unknown tool {tool!r}; available: {known}"}
         self.limits.arm()
         try:
+            schema = self.parameters.get(tool)
+            # Arguments are validated here, under the CPU limit, not in the parent: a hostile schema (a
+            # catastrophic `pattern`) costs this worker its limit instead of hanging the parent.
+            errors = SCHEMAS.validation_errors(args, schema) if schema is not None else []
+            if errors:
+                return {"status": "error", "message": _clip("invalid arguments: " + "; ".join(errors))}
             return _json_output(tool, function(self.db, **args))
         except MemoryError:
             raise
@@ -527,7 +538,7 @@ class TestEnv(_Sealed):
 def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
     op = request.get("op")
     if op == "load":
-        return sandbox.load(request["source"], request["db"], int(request.get("seed", 0)))
+        return sandbox.load(request["source"], request["db"], int(request.get("seed", 0)), request.get("parameters"))
     if op == "call":
         return sandbox.call(request["tool"], request.get("args") or {})
     if op == "get_db":

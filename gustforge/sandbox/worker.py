@@ -100,6 +100,7 @@ class _State(BaseModel):
     tools_source: str
     db: dict[str, Any]
     seed: int
+    parameters: dict[str, Any] | None = None
     tests: tuple[str, dict[str, Any]] | None = None
 
 
@@ -139,8 +140,13 @@ class SandboxWorker:
             self._start()
 
     # ---- public API -------------------------------------------------------------------------------------------
-    def load(self, tools_source: str, db: dict[str, Any]) -> list[str]:
+    def load(
+        self, tools_source: str, db: dict[str, Any], *, parameters: dict[str, dict[str, Any]] | None = None
+    ) -> list[str]:
         """Check and exec a tools module with `db` as its live DB; returns its public function names.
+
+        `parameters` (tool name -> JSON schema): `call` then validates arguments inside the worker, under its
+        limits, and answers invalid ones with `{"status": "error", "message": "invalid arguments: ..."}`.
 
         Raises:
             SandboxViolation: the source breaks the policy.
@@ -150,8 +156,9 @@ class SandboxWorker:
             check_source(tools_source)
         with self._lock:
             self._state = None
-            names = self._request({"op": "load", "source": tools_source, "db": db, "seed": self.seed})
-            self._state = _State(tools_source=tools_source, db=db, seed=self.seed)
+            request = {"op": "load", "source": tools_source, "db": db, "seed": self.seed, "parameters": parameters}
+            names = self._request(request)
+            self._state = _State(tools_source=tools_source, db=db, seed=self.seed, parameters=parameters)
         return [str(name) for name in self._expect(list, names)]
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -346,7 +353,10 @@ class SandboxWorker:
         self.restarts += 1
         state = self._state
         if state is not None:
-            self._send({"op": "load", "source": state.tools_source, "db": state.db, "seed": state.seed})
+            self._send(
+                {"op": "load", "source": state.tools_source, "db": state.db, "seed": state.seed,
+                 "parameters": state.parameters}
+            )  # fmt: skip
             if state.tests is not None:
                 self._send({"op": "load_tests", "source": state.tests[0], "schemas": state.tests[1]})
 
