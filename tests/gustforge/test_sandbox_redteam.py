@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ import pytest
 from data.models import ToolSchema
 from envgen.ingest import read_toolsets
 from envgen.runtime import Environment
-from gustforge.errors import SandboxError, SchemaError
+from gustforge.errors import SandboxError, SandboxTimeout, SchemaError
 from gustforge.sandbox import SandboxLimits, SandboxWorker
 from gustforge.schemas import nonlocal_refs, safe_validator, validation_errors
 from tests.gustforge.redteam_payloads import LAYER1, LAYER2, REFS, TESTS
@@ -269,6 +270,22 @@ def test_db_tampering_does_not_survive_reset(host: Host) -> None:
         assert session.db() == {"vault": "initial"}
 
 
+def test_hostile_schema_pattern_cannot_hang_the_parent(tmp_path: Path) -> None:
+    """A catastrophic `pattern` (ReDoS) in a harvested schema: arguments are validated inside the worker, so the
+    worker's CPU limit ends it and the parent (API and CLI) answers within its limits."""
+    evil = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}}
+    tools = "def attack(db, a=''):\n    return {'status': 'success', 'message': 'ran'}\n"
+    args = {"a": "a" * 64 + "!"}
+    env = Environment.from_parts("e", [_schema(evil)], {}, tools)
+    start = time.monotonic()
+    with env.session(LIMITS) as session:
+        with pytest.raises(SandboxTimeout):
+            session.call("attack", args)
+        assert session.call("attack", {"a": "aaa"})["message"] == "ran"  # restarted, still validating
+        assert session.call("attack", {"a": "b"})["message"].startswith("invalid arguments: ")
+    assert time.monotonic() - start < 3 * LIMITS.wall_seconds  # the CLI side runs in the hostile-files sweep
+
+
 def test_environments_never_share_a_worker(host: Host) -> None:
     from gustforge.sandbox import SandboxPool
 
@@ -357,6 +374,8 @@ def test_gust_env_run_hostile_env_files_and_refs(host: Host, tmp_path: Path) -> 
     cases["deep_args"] = (plain, '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}")
     cases["deep_args_900"] = (plain, '{"a": ' + "[" * 900 + "]" * 900 + "}")
     cases["not_json_args"] = (plain, "{'a': 1")
+    evil = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}}
+    cases["redos_pattern"] = (_write_env(tmp_path, "redos", tools, _schema(evil)), json.dumps({"a": "a" * 64 + "!"}))
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(zip(cases, pool.map(lambda case: _gust_env_run(*case), cases.values()), strict=True))
     for name, (code, stdout, stderr) in results.items():
@@ -364,6 +383,7 @@ def test_gust_env_run_hostile_env_files_and_refs(host: Host, tmp_path: Path) -> 
         assert "Traceback" not in stdout + stderr, f"{name}: the CLI printed a traceback\n{stderr[-3000:]}"
     assert results["deep_db"][0] == 2 and results["bad_utf8_tools"][0] == 2 and results["schema_150_levels"][0] == 2
     assert all(results[f"ref_{name}"][0] == 2 for name in REFS)
+    assert results["redos_pattern"][0] == 3  # the worker's CPU limit, not a hung parent
     host.assert_untouched([out for _, out, err in results.values()], "hostile env files")
 
 
