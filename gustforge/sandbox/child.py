@@ -57,7 +57,7 @@ SCHEMAS = _load_by_path("gust_sandbox_schemas", Path(__file__).parents[1] / "sch
 MAX_MESSAGE_CHARS = 2000
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
-UNPRIVILEGED = 65534  # nobody / nogroup
+UNPRIVILEGED_BASE = 100_000  # each worker gets uid/gid base + its pid: no two live workers share a uid
 _COLLECTIONS = {
     "Counter": Counter,
     "OrderedDict": OrderedDict,
@@ -669,17 +669,19 @@ def _namespace_inode(kind: str) -> str:
 
 
 def _drop_privileges() -> str:
+    """As root, become a uid/gid of this worker's own (it owns no file; no other worker shares it)."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return f"unprivileged (uid {os.getuid() if hasattr(os, 'getuid') else '?'})"
+    ident = UNPRIVILEGED_BASE + os.getpid()
     try:
         os.setgroups([])
-        os.setgid(UNPRIVILEGED)
-        os.setuid(UNPRIVILEGED)
+        os.setgid(ident)
+        os.setuid(ident)
     except OSError as exc:
         return f"root: could not drop privileges: {exc}"
     if os.getuid() == 0 or os.geteuid() == 0:  # pragma: no cover - setuid either works or raises
         return "root: could not drop privileges"
-    return f"dropped from root to {UNPRIVILEGED}:{UNPRIVILEGED}"
+    return f"dropped from root to uid/gid {ident}"
 
 
 def _harden(settings: dict[str, Any]) -> dict[str, Any]:
@@ -714,14 +716,11 @@ def _init_process() -> None:
             os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
-def main() -> None:
+def _serve(settings: dict[str, Any]) -> None:
     """Harden, greet the parent, then serve requests until stdin closes.
 
     The protocol streams are private duplicates of fds 0 and 1; fds 0 and 1 themselves point at /dev/null.
     """
-    settings = json.loads(sys.argv[1])
-    if os.getpid() == 1:
-        _init_process()
     reader = os.fdopen(os.dup(0), "rb")
     writer = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -745,6 +744,85 @@ def main() -> None:
             request = {"op": "bad", "error": str(exc)}
         writer.write(_respond(request, sandbox))
         writer.flush()
+
+
+def _zygote(control_fd: int) -> None:
+    """Warm once, then fork one fresh worker per request (`gustforge.sandbox.zygote`). Runs no untrusted code.
+
+    Messages are JSON packets on a SOCK_SEQPACKET socket: `spawn` (with the worker's stdin, stdout and stderr fds
+    attached) forks a worker in its own session and answers its pid; `status` answers its exit code (negative
+    for a signal, null while running); `kill` SIGKILLs its process group.
+    """
+    import socket
+
+    _warm_up(True)
+    control = socket.socket(fileno=control_fd)
+    control.send(b'{"ready": true}')
+    codes: dict[int, int] = {}
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
+        except OSError:
+            return
+        if not data:
+            return
+        message = json.loads(data)
+        op, pid = message.get("op"), int(message.get("pid", 0))
+        reply: dict[str, Any] = {}
+        if op == "spawn" and len(fds) == 3:
+            reply["pid"] = _fork_worker(control, fds, message["settings"])
+        elif op == "status":
+            _reap(codes)
+            reply["code"] = codes.get(pid)
+        elif op == "kill" and pid > 1:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        for fd in fds:
+            os.close(fd)
+        control.send(json.dumps(reply).encode())
+
+
+def _reap(codes: dict[int, int]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        codes[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _fork_worker(control: Any, fds: list[int], settings: dict[str, Any]) -> int:
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 70
+    try:
+        control.close()
+        os.setsid()  # its own process group: the whole group is killed on a fault
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        for name in ("socket", "_socket", "selectors"):  # a new import of these is refused by the audit hook
+            sys.modules.pop(name, None)
+        _serve(settings)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def main() -> None:
+    """Entry point: a worker (`settings` in argv[1]) or, with `"zygote_fd"` in the settings, a zygote."""
+    settings = json.loads(sys.argv[1])
+    if os.getpid() == 1:
+        _init_process()
+    if "zygote_fd" in settings:
+        _zygote(int(settings["zygote_fd"]))
+        return
+    _serve(settings)
 
 
 if __name__ == "__main__":

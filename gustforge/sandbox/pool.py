@@ -4,7 +4,8 @@ A worker is never lent to a second environment: whatever one environment's code 
 registered with an ABC, a shared default argument, garbage with a looping finaliser) cannot reach the next. A
 worker returned by an environment is kept only for that same environment (`owner`, e.g. a hash of its tools and
 DB: `tdg` replays many sessions of one env); otherwise it is closed and a fresh one is started in the background,
-so a new environment still finds a warm process.
+so a new environment still finds a warm process. Fresh workers are forked from a `Zygote` (a warmed template
+process that never runs untrusted code), which makes a fresh process per environment cheap.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gustforge.errors import SandboxError
-from gustforge.sandbox.worker import SandboxLimits, SandboxWorker
+from gustforge.sandbox.worker import SandboxLimits, SandboxWorker, namespace_prefix
+from gustforge.sandbox.zygote import Zygote
 
 __all__ = ["SandboxPool"]
 
@@ -45,6 +47,7 @@ class SandboxPool:
         self._started = 0
         self._closed = False
         self._cond = threading.Condition()
+        self._zygote = Zygote(namespace_prefix()[0])
 
     def warm(self) -> None:
         """Start every worker now instead of on first use."""
@@ -94,7 +97,7 @@ class SandboxPool:
             for slot in evicted:
                 slot.worker.close()
         try:
-            return _Slot(SandboxWorker(self.limits))
+            return _Slot(self._new_worker())
         except BaseException:
             with self._cond:
                 self._started -= 1
@@ -127,7 +130,7 @@ class SandboxPool:
     def _add_fresh(self) -> None:
         """Start one worker (already counted in `_started`) and make it available."""
         try:
-            worker = SandboxWorker(self.limits)
+            worker = self._new_worker()
         except Exception:  # noqa: BLE001 - a failed background start only shrinks the pool until the next refill
             with self._cond:
                 self._started -= 1
@@ -142,8 +145,11 @@ class SandboxPool:
                 return
         worker.close()
 
+    def _new_worker(self) -> SandboxWorker:
+        return SandboxWorker(self.limits, zygote=self._zygote)
+
     def close(self) -> None:
-        """Stop every idle worker; workers still lent out stop when returned."""
+        """Stop every idle worker and the zygote; workers still lent out stop when returned."""
         with self._cond:
             self._closed = True
             idle, self._idle = self._idle, []
@@ -151,6 +157,8 @@ class SandboxPool:
             self._cond.notify_all()
         for slot in idle:
             slot.worker.close()
+        if not self._started:
+            self._zygote.close()
 
     def __enter__(self) -> SandboxPool:
         return self

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from data.models import TestReport
 from gustforge.errors import SandboxError, SandboxMemoryError, SandboxTimeout, SandboxViolation
 from gustforge.sandbox.check import check_source
+from gustforge.sandbox.zygote import Zygote
 
 __all__ = ["SandboxLimits", "SandboxWorker", "CHILD_SCRIPT", "MAX_RESPONSE_BYTES", "MAX_DEPTH", "namespace_prefix"]
 
@@ -111,8 +112,9 @@ class SandboxWorker:
         limits: CPU, memory and wall limits.
         seed: Seed of the tools module's `random` / `uuid4`.
         static_check: Only the red-team tests turn this off, to prove the second layer holds on its own.
-        validation: Warm jsonschema in the worker so generated tests can validate (`run_tests`); sessions that
-            only call tools pass False and start faster (the parent validates their arguments).
+        validation: Warm jsonschema in the worker (generated tests and argument checks validate inside it);
+            only the benchmark's baseline turns it off.
+        zygote: Fork the worker from this warmed template process instead of starting Python afresh (pools).
 
     Example:
         >>> with SandboxWorker() as worker:                                    # doctest: +SKIP
@@ -121,7 +123,13 @@ class SandboxWorker:
     """
 
     def __init__(
-        self, limits: SandboxLimits | None = None, *, seed: int = 0, static_check: bool = True, validation: bool = True
+        self,
+        limits: SandboxLimits | None = None,
+        *,
+        seed: int = 0,
+        static_check: bool = True,
+        validation: bool = True,
+        zygote: Zygote | None = None,
     ) -> None:
         self.limits = limits or SandboxLimits()
         self.seed = seed
@@ -129,6 +137,7 @@ class SandboxWorker:
         self.isolation: dict[str, str] = {}
         self._static_check = static_check
         self._validation = validation
+        self._zygote = zygote
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._buffer = bytearray()
@@ -222,8 +231,11 @@ class SandboxWorker:
 
     @property
     def pid(self) -> int | None:
-        """Host pid of the process running untrusted code (below the `unshare` wrapper and namespace init)."""
+        """Pid of the process running untrusted code: on the host (below the `unshare` wrapper and namespace
+        init), or in the zygote's namespace for a forked worker."""
         pid = self._proc.pid if self._proc is not None else None
+        if not isinstance(self._proc, subprocess.Popen):
+            return pid
         while pid is not None:
             try:
                 children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
@@ -286,17 +298,20 @@ class SandboxWorker:
         return [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), json.dumps(self._settings())]
 
     def _start(self) -> None:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
-        self._proc = subprocess.Popen(
-            self._command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd="/",
-            close_fds=True,
-            start_new_session=True,
-        )
+        if self._zygote is not None:
+            self._proc = self._zygote.spawn(self._settings())  # type: ignore[assignment]
+        else:
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
+            self._proc = subprocess.Popen(
+                self._command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd="/",
+                close_fds=True,
+                start_new_session=True,
+            )
         self._buffer = bytearray()
         self._stderr.clear()
         threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
@@ -456,6 +471,9 @@ class SandboxWorker:
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGKILL the child's whole process group (it leads a session of its own), then the child itself."""
+    if not isinstance(proc, subprocess.Popen):  # a zygote's fork: the zygote kills it
+        proc.kill()
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):

@@ -1,0 +1,180 @@
+"""`Zygote`: a warmed template process that forks one fresh sandbox worker per environment.
+
+A worker's start is mostly imports (jsonschema alone is ~80 ms of CPU); a pool that gives every environment a
+fresh process pays it per environment. The zygote (`child.py` in zygote mode, in the same namespaces a worker
+would get) imports and warms everything once and never runs untrusted code; each `spawn` forks it, and the fork
+hardens itself exactly like a directly started worker (privilege drop, hard rlimits, audit hook) before it greets.
+The parent passes the worker's pipes over a SOCK_SEQPACKET socket and asks the zygote for exit codes and kills.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import IO, Any
+
+from gustforge.errors import SandboxError
+
+__all__ = ["Zygote"]
+
+_REPLY_SECONDS = 60.0  # a fork or a status query; generous for a loaded machine
+
+
+class ZygoteProcess:
+    """The parent's handle on a forked worker, with the subset of `subprocess.Popen` that `SandboxWorker` uses."""
+
+    def __init__(self, zygote: Zygote, pid: int, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]) -> None:
+        self.zygote, self.pid = zygote, pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.status(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("sandbox worker", timeout or 0)
+            time.sleep(0.005)
+        return code
+
+    def kill(self) -> None:
+        self.zygote.kill(self.pid)
+
+    kill_group = kill
+
+
+class Zygote:
+    """One zygote process, started on first use and restarted if it dies. Thread-safe.
+
+    Args:
+        prefix: Command prefix (the namespaces), as for a worker.
+    """
+
+    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
+        self.prefix = prefix
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._closed = False
+
+    def spawn(self, settings: dict[str, Any]) -> ZygoteProcess:
+        """Fork a fresh worker with `settings`; returns its handle (the worker greets on its stdout)."""
+        ends = [os.pipe() for _ in range(3)]  # (read, write) for the worker's stdin, stdout, stderr
+        child_fds = [ends[0][0], ends[1][1], ends[2][1]]
+        try:
+            with self._lock:
+                self._ensure()
+                reply = self._call({"op": "spawn", "settings": settings}, child_fds)
+        except BaseException:
+            for fd in (ends[0][1], ends[1][0], ends[2][0]):
+                os.close(fd)
+            raise
+        finally:
+            for fd in child_fds:
+                os.close(fd)
+        pid = int(reply["pid"])
+        return ZygoteProcess(
+            self, pid, os.fdopen(ends[0][1], "wb"), os.fdopen(ends[1][0], "rb"), os.fdopen(ends[2][0], "rb")
+        )
+
+    def status(self, pid: int) -> int | None:
+        """Exit code of worker `pid` (negative for a signal), None while it runs."""
+        with self._lock:
+            if not self._running():
+                return -signal.SIGKILL  # its namespace (or the kill below) took the worker with it
+            code = self._call({"op": "status", "pid": pid}).get("code")
+        return None if code is None else int(code)
+
+    def kill(self, pid: int) -> None:
+        """SIGKILL worker `pid`'s process group."""
+        with self._lock:
+            if self._running():
+                self._call({"op": "kill", "pid": pid})
+            elif not self.prefix:  # no PID namespace: the zygote's pids are host pids
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def close(self) -> None:
+        """Stop the zygote; with PID namespaces every worker it forked dies with it."""
+        with self._lock:
+            self._closed = True
+            self._stop()
+
+    # ---- internals (under the lock) ---------------------------------------------------------------------------
+    def _running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _ensure(self) -> None:
+        if self._closed:
+            raise SandboxError("sandbox zygote is closed")
+        if self._running():
+            return
+        self._stop()
+        from gustforge.sandbox.worker import CHILD_SCRIPT  # local: worker imports this module
+
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        settings = json.dumps({"zygote_fd": child.fileno()})
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
+        try:
+            self._proc = subprocess.Popen(
+                [*self.prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), settings],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd="/",
+                pass_fds=(child.fileno(),),
+                start_new_session=True,
+            )
+        finally:
+            child.close()
+        self._sock = parent
+        parent.settimeout(_REPLY_SECONDS)
+        try:
+            ready = json.loads(parent.recv(1 << 16) or b"{}")
+        except (OSError, ValueError) as exc:
+            self._stop()
+            raise SandboxError(f"sandbox zygote did not start: {exc}") from None
+        if not ready.get("ready"):
+            self._stop()
+            raise SandboxError("sandbox zygote did not start")
+
+    def _call(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        sock = self._sock
+        if sock is None:
+            raise SandboxError("sandbox zygote is not running")
+        try:
+            socket.send_fds(sock, [json.dumps(message).encode()], fds or [])
+            reply = json.loads(sock.recv(1 << 16) or b"null")
+        except (OSError, ValueError) as exc:
+            self._stop()
+            raise SandboxError(f"sandbox zygote failed: {exc}") from None
+        if not isinstance(reply, dict):
+            self._stop()
+            raise SandboxError("sandbox zygote died")
+        return reply
+
+    def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if proc is None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
