@@ -131,6 +131,11 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     with SandboxPool(size=1) as pool:
         pool.warm()
         results["session_start_pooled_same_env"] = _summary(_timed(lambda: env.session(pool=pool).close(), opts.starts))
+        others = iter([Environment.from_parts(f"e{i}", env.schemas, {**env.initial_db, "n": i}, env.tools_source)
+                       for i in range(opts.starts)])  # fmt: skip
+        results["session_start_pooled_new_env_fresh_fork"] = _summary(
+            _timed(lambda: next(others).session(pool=pool).close(), opts.starts)
+        )
     results["layers"] = _layer_costs(env, opts.starts, opts.calls)
     sys.stdout.write(json.dumps(results, indent=2) + "\n")
     return results
