@@ -122,10 +122,13 @@ class SandboxPool:
             refill = not self._closed and self._started < self.size
             if refill:
                 self._started += 1
+            last_out = self._closed and self._started == 0
             self._cond.notify()
         slot.worker.close()
         if refill:
             threading.Thread(target=self._add_fresh, daemon=True).start()
+        if last_out:
+            self._zygote.close()
 
     def _add_fresh(self) -> None:
         """Start one worker (already counted in `_started`) and make it available."""
@@ -139,11 +142,14 @@ class SandboxPool:
         with self._cond:
             if self._closed:
                 self._started -= 1
+                last_out = self._started == 0
             else:
                 self._idle.append(_Slot(worker))
                 self._cond.notify()
                 return
         worker.close()
+        if last_out:
+            self._zygote.close()
 
     def _new_worker(self) -> SandboxWorker:
         return SandboxWorker(self.limits, zygote=self._zygote)
