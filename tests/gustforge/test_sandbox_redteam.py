@@ -403,6 +403,11 @@ with SandboxWorker(limits, static_check=False) as worker:
             out["outputs"].append(json.dumps(worker.call("attack", {})))
         except Exception as exc:
             out["outputs"].append(type(exc).__name__ + ": " + str(exc))
+from gustforge.sandbox import SandboxPool
+with SandboxPool(size=1, limits=limits) as pool, pool.acquire() as worker:
+    out["pool_isolation"] = worker.isolation
+    worker.load(payloads[-1], {})
+    out["pool"] = worker.call("attack", {})
 print(json.dumps(out))
 """
 
@@ -430,4 +435,6 @@ def test_works_and_holds_for_a_non_root_user(host: Host) -> None:
     assert report["isolation"]["privileges"].startswith("unprivileged")
     assert report["isolation"]["hard_rlimits"] == "lowered to soft"
     assert json.loads(report["outputs"][-1])["message"] == "works"
+    assert report["pool"]["message"] == "works"  # a zygote-forked worker, as a non-root user
+    assert report["pool_isolation"]["audit_hook"] == "installed"
     host.assert_untouched(report["outputs"], "non-root")
