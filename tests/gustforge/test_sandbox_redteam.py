@@ -417,7 +417,8 @@ def test_works_and_holds_for_a_non_root_user(host: Host) -> None:
     unshare = shutil.which("unshare")
     if os.geteuid() != 0 or unshare is None:
         pytest.skip("already non-root (the whole suite covers this path) or unshare(1) missing")
-    probe = subprocess.run([unshare, "--user", "true"], capture_output=True)
+    as_user = [unshare, "--user", "--map-user=1000", "--map-group=1000"]  # uid 1000, like a laptop user
+    probe = subprocess.run([*as_user, "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"user namespaces not permitted here: {probe.stderr!r}")
     names = ("real_open_secret", "real_system", "real_import_socket", "real_fork", "real_open_marker")
@@ -425,12 +426,14 @@ def test_works_and_holds_for_a_non_root_user(host: Host) -> None:
     payloads.append("def attack(db):\n    return {'status': 'success', 'message': 'works'}\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [unshare, "--user", sys.executable, "-c", _NON_ROOT_SCRIPT, str(REPO), json.dumps(payloads)],
+        [*as_user, sys.executable, "-c", _NON_ROOT_SCRIPT, str(REPO), json.dumps(payloads)],
         capture_output=True, text=True, timeout=120, env=env, cwd=str(REPO),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["uid"] != 0
+    assert report["uid"] == 1000
+    # namespaces through `unshare --user` (unprivileged user namespaces are enabled here: the probe above)
+    assert report["isolation"]["network_namespace"] == "new" and report["isolation"]["pid_namespace"] == "new"
     assert report["isolation"]["audit_hook"] == "installed"
     assert report["isolation"]["privileges"].startswith("unprivileged")
     assert report["isolation"]["hard_rlimits"] == "lowered to soft"
