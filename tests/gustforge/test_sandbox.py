@@ -285,3 +285,16 @@ def test_memory_fault_then_recovery(worker: SandboxWorker) -> None:
     with pytest.raises(SandboxMemoryError):
         worker.call("big", {})
     assert worker.call("ok", {})["status"] == "success"
+
+
+def test_env_manifest_records_the_isolation_the_worker_reported(samples_dir: Path) -> None:
+    from envgen.build import build_environment
+    from envgen.config import EnvGenConfig
+    from envgen.ingest import read_toolsets
+
+    toolset = read_toolsets(sorted((samples_dir / "raw").iterdir())[0]).toolsets[0]
+    built = build_environment(toolset, EnvGenConfig())
+    assert built.artifacts is not None, built.quarantine
+    sandbox = built.artifacts.manifest.sandbox
+    assert sandbox["audit_hook"] == "installed" and sandbox["hard_rlimits"] == "lowered to soft"
+    assert {"privileges", "network_namespace", "pid_namespace", "platform"} <= set(sandbox)
