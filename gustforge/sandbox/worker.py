@@ -254,7 +254,9 @@ class SandboxWorker:
 
     def __del__(self) -> None:  # last resort; callers should close()
         proc = getattr(self, "_proc", None)
-        if proc is not None and proc.poll() is None:
+        # Only a directly started child: a zygote round trip from a finaliser could wait on a lock its own
+        # thread holds. A forked worker reads EOF and exits once its pipes are collected, or dies with the zygote.
+        if isinstance(proc, subprocess.Popen) and proc.poll() is None:
             _kill_group(proc)
 
     # ---- used by gustforge.sandbox.testing ---------------------------------------------------------------------
