@@ -29,14 +29,16 @@ _REPLY_SECONDS = 60.0  # a fork or a status query; generous for a loaded machine
 class ZygoteProcess:
     """The parent's handle on a forked worker, with the subset of `subprocess.Popen` that `SandboxWorker` uses."""
 
-    def __init__(self, zygote: Zygote, pid: int, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]) -> None:
-        self.zygote, self.pid = zygote, pid
+    def __init__(
+        self, zygote: Zygote, pid: int, generation: int, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]
+    ) -> None:
+        self.zygote, self.pid, self.generation = zygote, pid, generation
         self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.zygote.status(self.pid)
+            self.returncode = self.zygote.status(self.pid, self.generation)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -48,7 +50,7 @@ class ZygoteProcess:
         return code
 
     def kill(self) -> None:
-        self.zygote.kill(self.pid)
+        self.zygote.kill(self.pid, self.generation)
 
     kill_group = kill
 
@@ -66,6 +68,7 @@ class Zygote:
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
         self._closed = False
+        self._generation = 0  # bumped at every (re)start: pids of an earlier zygote mean nothing to a new one
 
     def spawn(self, settings: dict[str, Any]) -> ZygoteProcess:
         """Fork a fresh worker with `settings`; returns its handle (the worker greets on its stdout)."""
@@ -75,6 +78,7 @@ class Zygote:
             with self._lock:
                 self._ensure()
                 reply = self._call({"op": "spawn", "settings": settings}, child_fds)
+                generation = self._generation
         except BaseException:
             for fd in (ends[0][1], ends[1][0], ends[2][0]):
                 os.close(fd)
@@ -84,23 +88,23 @@ class Zygote:
                 os.close(fd)
         pid = int(reply["pid"])
         return ZygoteProcess(
-            self, pid, os.fdopen(ends[0][1], "wb"), os.fdopen(ends[1][0], "rb"), os.fdopen(ends[2][0], "rb")
+            self, pid, generation, os.fdopen(ends[0][1], "wb"), os.fdopen(ends[1][0], "rb"), os.fdopen(ends[2][0], "rb")
         )
 
-    def status(self, pid: int) -> int | None:
+    def status(self, pid: int, generation: int) -> int | None:
         """Exit code of worker `pid` (negative for a signal), None while it runs."""
         with self._lock:
-            if not self._running():
+            if not self._running() or generation != self._generation:
                 return -signal.SIGKILL  # its namespace (or the kill below) took the worker with it
             code = self._call({"op": "status", "pid": pid}).get("code")
         return None if code is None else int(code)
 
-    def kill(self, pid: int) -> None:
+    def kill(self, pid: int, generation: int) -> None:
         """SIGKILL worker `pid`'s process group."""
         with self._lock:
-            if self._running():
+            if self._running() and generation == self._generation:
                 self._call({"op": "kill", "pid": pid})
-            elif not self.prefix:  # no PID namespace: the zygote's pids are host pids
+            elif not self.prefix and generation == self._generation:  # no PID namespace: pids are host pids
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
@@ -122,6 +126,7 @@ class Zygote:
         if self._running():
             return
         self._stop()
+        self._generation += 1
         from gustforge.sandbox.worker import CHILD_SCRIPT  # local: worker imports this module
 
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
