@@ -441,7 +441,9 @@ class Sandbox(_Sealed):
         env = TestEnv(self)
         self.limits.arm()
         try:
-            test(env)
+            returned = test(env)
+            if returned is not None:  # a generator test returns before its body (and its checks) ran
+                env._failures.append(f"test returned {type(returned).__name__} instead of running: not run")
         except MemoryError:
             raise
         except Exception as exc:

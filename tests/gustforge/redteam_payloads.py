@@ -223,6 +223,7 @@ TESTS: dict[str, str] = {
         "def gen():\n    try:\n        yield 1\n    except:\n        raise\n"
         "def test_forge(env):\n    env.check(False, 'must fail')\n    g = gen()\n    next(g)\n    g.close()\n"
     ),
+    "generator_test_skips_its_body": "def test_forge(env):\n    env.check(False, 'must fail')\n    yield\n",
     "validate_remote_ref": (
         "def test_forge(env):\n    out = env.validate(1, {'$ref': 'http://127.0.0.1:PORT/schema.json'})\n"
         "    env.check(False, str(out))\n"
