@@ -357,7 +357,10 @@ class Scorer:
         info: Mapping[str, Any] = extra_info if isinstance(extra_info, Mapping) else {}
         text = strip_think(solution_str)
         parsed = extract_tool_calls(text, allowed_raw)
-        gold = normalize_gold(ground_truth.get("gold_tool_calls"))
+        try:
+            gold = normalize_gold(ground_truth.get("gold_tool_calls"))
+        except (ValueError, TypeError, AttributeError):  # json.JSONDecodeError is a ValueError
+            return _empty("invalid_ground_truth")
         turns = agent_turn_calls(solution_str, info)
         question = str(ground_truth.get("question_content") or info.get("question") or "")
         first = first_step_calls(solution_str, allowed_raw)
