@@ -44,7 +44,7 @@ from verl.tools.schemas import ToolResponse
 
 from gustforge.errors import ConfigError
 from trainer.reward_manager import SegmentRewardMixin, TurnTokenCapMixin
-from trainer.rewards.score import FINAL_HASH_KEY, TURN_CALLS_KEY
+from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
 from trainer.rows import AGENT_NAME, SGLS_TOOL_NAME
 from trainer.sgls import tool_index, truncate_observation
 from trainer.tool_parser import GustHermesToolParser
@@ -52,9 +52,6 @@ from trainer.tool_parser import GustHermesToolParser
 __all__ = ["GustToolAgentLoop", "PARSED_CALLS_KEY", "LOOP_CLASS_KEY", "resolve_env_dir"]
 
 logger = logging.getLogger(__name__)
-
-PARSED_CALLS_KEY = "gust_parsed_calls"
-LOOP_CLASS_KEY = "gust_agent_loop_class"
 
 
 def resolve_env_dir(env_dir: str, env_root: str | None) -> str:
@@ -156,3 +153,4 @@ class GustToolAgentLoop(SegmentRewardMixin, TurnTokenCapMixin, ToolAgentLoop):
             response.text or "", self.max_tool_response_length, self.tool_response_truncate_side
         )
         return ToolResponse(text=text), reward, info
+

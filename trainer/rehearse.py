@@ -42,11 +42,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gustforge.errors import ConfigError
-from trainer.agent_loop import LOOP_CLASS_KEY, PARSED_CALLS_KEY
 from trainer.launch import CONFIG_DIR, compose_config, plan_data, validate_training_config
 from trainer.reward_manager import layout_for_config, place_rewards, run_ends
 from trainer.rewards import COMPONENT_KEYS, decode_turn_rewards
-from trainer.rewards.score import TURN_CALLS_KEY
+from trainer.rewards.score import LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
 from trainer.rows import AGENT_NAME
 
 __all__ = [

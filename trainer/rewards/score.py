@@ -44,6 +44,8 @@ __all__ = [
     "SessionPool",
     "TURN_CALLS_KEY",
     "FINAL_HASH_KEY",
+    "PARSED_CALLS_KEY",
+    "LOOP_CLASS_KEY",
     "agent_turn_calls",
     "toolpo_rewards",
 ]
@@ -53,6 +55,8 @@ logger = logging.getLogger(__name__)
 # extra_info keys written by `trainer.agent_loop.GustToolAgentLoop` (via the agent loop's extra_fields).
 TURN_CALLS_KEY = "gust_turn_calls"
 FINAL_HASH_KEY = "gust_final_db_hash"
+PARSED_CALLS_KEY = "gust_parsed_calls"
+LOOP_CLASS_KEY = "gust_agent_loop_class"
 _STATE_MODES = ("replay", "rollout", "off")
 _PAR_UNITS = ("step", "block")
 
