@@ -16,9 +16,10 @@ segment is the union of all earlier runs; a row with one run has no tool segment
 run ``t``.
 
 Normalisation. Every statistic is computed per group (rows sharing ``index``); SLCA and ToolPO use the members
-where the span exists, TARA all K members of the group (App. B.4; see ``tara``). Fewer than two present members, or a constant group, gives exactly 0 (there is no
-relative preference signal). ``epsilon`` is added to the standard deviation. When the ``algorithm``
-section sets ``norm_adv_by_std_in_grpo: false`` every estimator subtracts the mean only.
+where the span exists, TARA all K members of the group (App. B.4; see ``tara``). Fewer than two present
+members, or a constant group, gives exactly 0 (there is no relative preference signal). ``epsilon`` is added
+to the standard deviation. When the ``algorithm`` section sets ``norm_adv_by_std_in_grpo: false`` every
+estimator subtracts the mean only.
 
 * ``slca`` — SLCA-GRPO (reference code ``compute_slca_grpo_advantage``): ``x_tool = Σ_tool r``,
   ``x_sum = Σ_summary r``; group z-score with the unbiased (Bessel) std; then ``λ_tool``/``λ_sum`` are

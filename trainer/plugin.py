@@ -3,8 +3,9 @@
 ``import verl`` loads every ``verl.plugins`` entry point in every process that imports it (driver,
 TaskRunner, actor and agent-loop workers), so importing `trainer.estimators` here registers ``slca``,
 ``tara``, ``slca_tara`` and ``toolpo`` wherever verl looks them up, and `trainer.v1_trainer` registers the
-``gust_sync`` trainer in the TaskRunner before ``TaskRunnerV1.run`` calls ``get_trainer_cls``. verl swallows a failing plugin with a
-DEBUG log; `tests/trainer/test_plugin.py` therefore asserts the registration in a fresh interpreter.
+``gust_sync`` trainer in the TaskRunner before ``TaskRunnerV1.run`` calls ``get_trainer_cls``. verl swallows
+a failing plugin with a DEBUG log; `tests/trainer/test_plugin.py` therefore asserts the registration in a fresh
+interpreter.
 
 The plain ``import`` (not ``from ... import name``) matters: when user code imports `trainer.estimators`
 first, verl's ``__init__`` runs this plugin while `trainer.estimators` is still half-initialised, and a

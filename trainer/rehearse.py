@@ -43,8 +43,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from gustforge.errors import ConfigError
 from trainer.launch import CONFIG_DIR, compose_config, plan_data, validate_training_config
-from trainer.reward_manager import layout_for_config, place_rewards, run_ends
-from trainer.rewards import COMPONENT_KEYS, decode_turn_rewards
+from trainer.reward_manager import layout_for_config, place_rewards
+from trainer.rewards import COMPONENT_KEYS
 from trainer.rewards.score import LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
 from trainer.rows import AGENT_NAME
 
@@ -365,7 +365,8 @@ def _gradients(model_dir: Path, fields: Sequence[Mapping[str, Any]], adv: torch.
         loss, _ = loss_fn(old_log_prob=log_prob.detach(), log_prob=log_prob, advantages=advantages,
                           response_mask=segment, loss_agg_mode=str(actor.loss_agg_mode), config=actor_cfg)  # fmt: skip
         grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
-        return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
+        flat = [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params, strict=True)]
+        return torch.cat(flat)
 
     total_loss, _ = loss_fn(old_log_prob=log_prob.detach(), log_prob=log_prob, advantages=advantages,
                             response_mask=mask, loss_agg_mode=str(actor.loss_agg_mode), config=actor_cfg)  # fmt: skip

@@ -124,16 +124,16 @@ def _generate(algo: str, model_dir: Path, tmp: Path, tags: str, yaml: Path, over
     return out, rows, worker
 
 
-_PROBE = """
+_PROBE = f"""
 import json, sys
 from pathlib import Path
 from tests.trainer.test_agent_loop import _generate
 lazy = "trainer.agent_loop" not in sys.modules
 out, _, _ = _generate("slca", Path(sys.argv[1]), Path(sys.argv[2]), "ABABAB", Path(sys.argv[3]))
 from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as registry
-print(json.dumps({"lazy": lazy, "classes": [str(c) for c in out.non_tensor_batch["%s"]],
-                  "registry": str(registry["%s"]["_target_"])}))
-""" % (LOOP_CLASS_KEY, AGENT_NAME)
+print(json.dumps({{"lazy": lazy, "classes": [str(c) for c in out.non_tensor_batch["{LOOP_CLASS_KEY}"]],
+                  "registry": str(registry["{AGENT_NAME}"]["_target_"])}}))
+"""
 
 
 @pytest.mark.parametrize("yaml", agent_loop_yamls(), ids=lambda p: p.name)

@@ -182,7 +182,9 @@ def _max_matching(gold: Sequence[Call], pred: Sequence[Call]) -> int:
     return sum(augment(g, [False] * len(pred)) for g in range(len(gold)))
 
 
-def toolpo_rewards(parsed: BlockParse, gold: Sequence[Sequence[Call]], first_step: Sequence[Call]) -> tuple[float, float]:
+def toolpo_rewards(
+    parsed: BlockParse, gold: Sequence[Sequence[Call]], first_step: Sequence[Call]
+) -> tuple[float, float]:
     """ToolPO's paper rewards (SLCA-GRPO App. C.4): (R_succ by the reference rule of Eq. 28, R_action).
 
     R_action = Σ C(a) / |gold_flat| with a one-to-one strict matching (1.0 when there is no gold and no call).
