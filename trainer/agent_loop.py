@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 from typing import Any
 
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
@@ -43,6 +42,7 @@ from verl.experimental.agent_loop.tool_parser import FunctionCall
 from verl.tools.schemas import ToolResponse
 
 from gustforge.errors import ConfigError
+from trainer.convert import resolve_env_dir
 from trainer.reward_manager import SegmentRewardMixin, TurnTokenCapMixin
 from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
 from trainer.rows import AGENT_NAME, SGLS_TOOL_NAME
@@ -52,13 +52,6 @@ from trainer.tool_parser import GustHermesToolParser
 __all__ = ["GustToolAgentLoop", "PARSED_CALLS_KEY", "LOOP_CLASS_KEY", "resolve_env_dir"]
 
 logger = logging.getLogger(__name__)
-
-
-def resolve_env_dir(env_dir: str, env_root: str | None) -> str:
-    """A row's ``env_dir`` as a path the tool can open: relative values are resolved against ``env_root``."""
-    if not env_dir or env_root in (None, "") or Path(env_dir).is_absolute():
-        return env_dir
-    return str(Path(str(env_root)) / env_dir)
 
 
 class GustToolAgentLoop(SegmentRewardMixin, TurnTokenCapMixin, ToolAgentLoop):

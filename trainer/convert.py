@@ -54,6 +54,7 @@ __all__ = [
     "write_rows",
     "read_rows",
     "env_root_of",
+    "resolve_env_dir",
     "split_train_val",
     "ENV_ROOT_KEY",
 ]
@@ -311,6 +312,13 @@ def write_rows(path: Path, rows: Sequence[VerlRow], *, env_root: Path | None = N
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def resolve_env_dir(env_dir: str, env_root: str | Path | None) -> str:
+    """A row's ``env_dir`` as a path the tool can open: relative values are resolved against ``env_root``."""
+    if not env_dir or env_root in (None, "") or Path(env_dir).is_absolute():
+        return env_dir
+    return str(Path(str(env_root)) / env_dir)
 
 
 def env_root_of(path: Path) -> Path | None:

@@ -44,7 +44,7 @@ import trainer.estimators  # noqa: F401  (registers the estimators in this proce
 import trainer.tool_parser  # noqa: F401  (registers the gust_hermes parser in this process)
 import trainer.v1_trainer  # noqa: F401  (registers the gust_sync trainer in this process)
 from gustforge.errors import ConfigError, GustError
-from trainer.convert import env_root_of, read_rows, split_train_val
+from trainer.convert import env_root_of, read_rows, resolve_env_dir, split_train_val
 from trainer.estimators import read_params
 from trainer.reward_manager import layout_for_config
 
@@ -254,7 +254,8 @@ def check_data(cfg: DictConfig) -> None:
 
     Raises:
         ConfigError: validation shares files with training; ``tara``/``slca_tara`` on rows without turn-level
-            gold; a gold step with more calls than ``multi_turn.max_parallel_calls``.
+            gold; a row's environment folder is missing; a gold step with more calls than
+            ``multi_turn.max_parallel_calls``.
     """
     train, val = _files(cfg.data.train_files), _files(cfg.data.val_files)
     shared = {str(Path(p).resolve()) for p in train} & {str(Path(p).resolve()) for p in val}
@@ -271,6 +272,14 @@ def check_data(cfg: DictConfig) -> None:
                 f"{algo!r} needs turn-level gold (GUST rows), but {no_turns} of {len(rows)} rows in {path} have "
                 "none (e.g. Toucan rows): their turn rewards, hence every tool-token advantage, would be 0; "
                 "use slca, toolpo or grpo for them"
+            )
+        root = OmegaConf.select(cfg, "gust.env_root", default=None)
+        missing_envs = sorted({gt.env_dir for gt in flat if gt.env_dir and not (
+            Path(resolve_env_dir(gt.env_dir, root)) / "schemas.json").is_file()})  # fmt: skip
+        if missing_envs:
+            raise ConfigError(
+                f"{len(missing_envs)} environment folder(s) of {path} not found (env root {root or 'cwd'}): "
+                f"{missing_envs[:3]}; every trajectory of those rows would fail"
             )
         widest = max((len(step) for gt in flat for step in gt.gold_steps()), default=0)
         if max_calls and widest > max_calls:

@@ -159,8 +159,7 @@ def test_row_validation_rejects_inconsistent_rows(task):
 def test_env_paths_are_relative_to_one_recorded_root(task, tmp_path):
     import shutil
 
-    from trainer.agent_loop import resolve_env_dir
-    from trainer.convert import env_root_of, split_train_val
+    from trainer.convert import env_root_of, resolve_env_dir, split_train_val
 
     envs = tmp_path / "run" / "envs"
     shutil.copytree(TINY_ENV, envs / "tiny_env")

@@ -55,6 +55,8 @@ TOKEN PLACEMENT (how the reward manager / estimator puts components on tokens)
     App. B.4 averages over all K rollouts) but receive no advantage.
     Agent turn t in the text is the same generation: `parse.split_agent_turns(solution_str)[t]`.
   * omission == 1 -> the estimator zeroes the process scalar and uses score (-0.5) on the summary segment.
+  * toolpo (paper rewards): r_succ on the summary segment, r_action on the tool segment (no omission override);
+    toolpo_hierr (reference code): score on the summary segment, r_tool on the tool segment.
   * state_match (when state_checked == 1) is a trajectory-level outcome reward (e.g. TARA's final turn /
     a GRPO outcome term); it is NOT included in score.
 
