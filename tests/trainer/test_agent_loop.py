@@ -209,3 +209,15 @@ def test_tara_config_executes_multi_call_turns(model_dir: Path, tmp_path: Path) 
     one_call, _, _ = _generate("tara", model_dir, tmp_path / "one", "G", CONFIG_DIR / "gust_agent_loops.yaml",
                                ("actor_rollout_ref.rollout.multi_turn.max_parallel_calls=1",))  # fmt: skip
     assert decode_turn_rewards(one_call.non_tensor_batch["turn_rewards"][0]) == [1.0, 0.0]
+
+
+def test_reply_without_tool_call_hook_is_the_extension_point(model_dir: Path, tmp_path: Path) -> None:
+    yaml = tmp_path / "loops.yaml"
+    yaml.write_text(f"- name: {AGENT_NAME}\n  _target_: tests.trainer.hook_loop.ReplyHookLoop\n"
+                    "  sgls_tool_name: sgls\n  inject_tool_schemas: false\n")  # fmt: skip
+    out, _, _ = _generate("slca", model_dir, tmp_path, "AB", yaml)
+    assert list(out.non_tensor_batch["hook_turn"]) == [3, 2]  # after the final (call-free) generation
+    assert out.non_tensor_batch["hook_last_message"][1] == "ORD-1001 is still pending."
+    limited, _, _ = _generate("slca", model_dir, tmp_path / "lim", "A", yaml,
+                              ("actor_rollout_ref.rollout.multi_turn.max_assistant_turns=1",))  # fmt: skip
+    assert "hook_turn" not in limited.non_tensor_batch  # a turn limit is not "replied without a call"
