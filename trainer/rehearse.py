@@ -416,7 +416,7 @@ async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy:
             started = time.perf_counter()
             done = await worker._run_agent_loop(sampling, trajectory, agent_name=agent_name, trace=False,
                                                 uid=uid, session_id=session, **kwargs)  # fmt: skip
-            hermes_calls = [len((await hermes.extract_tool_calls(ids))[1]) for ids in policy.generations]
+            hermes_calls = [len(calls) for calls in await _stock_counts(hermes, policy.generations)]
             results.append({"uid": uid, "session": session, "variant": variant, "row": index,
                             "hermes_calls": sum(hermes_calls), "seconds": time.perf_counter() - started, **done})
     return results
@@ -424,6 +424,20 @@ async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy:
 
 def _files(item: Any) -> list[str]:
     return [str(n) for n in (item if OmegaConf.is_list(item) else [item])]
+
+
+async def _stock_counts(parser: Any, generations: list[list[int]]) -> list[list[Any]]:
+    """What verl's stock parser would execute of each generation (its expected decode errors silenced)."""
+    import logging
+
+    from verl.experimental.agent_loop import tool_parser
+
+    level = tool_parser.logger.level
+    tool_parser.logger.setLevel(logging.CRITICAL)
+    try:
+        return [(await parser.extract_tool_calls(ids))[1] for ids in generations]
+    finally:
+        tool_parser.logger.setLevel(level)
 
 
 def rehearse(
