@@ -98,10 +98,11 @@ def py_tara(turns: dict[int, list[float]], uids: np.ndarray) -> dict[int, list[f
              for i, r in turns.items()}  # fmt: skip
     out = {i: [0.0] * len(r) for i, r in turns.items()}
     for t in range(max((len(r) for r in turns.values()), default=0)):
-        have = [i for i, r in turns.items() if len(r) > t]
-        local = py_group_norm({i: turns[i][t] for i in have}, uids, unbiased=False)
-        future = py_group_norm({i: value[i][t] for i in have}, uids, unbiased=False)
-        for i in have:
+        # App. B.4: turn t's statistics run over all K rollouts; one without turn t counts as r = V = 0
+        local = py_group_norm({i: r[t] if len(r) > t else 0.0 for i, r in turns.items()}, uids, unbiased=False)
+        future = py_group_norm({i: value[i][t] if len(r) > t else 0.0 for i, r in turns.items()}, uids,
+                               unbiased=False)  # fmt: skip
+        for i in (i for i, r in turns.items() if len(r) > t):
             out[i][t] = local[i] + lam * future[i]
     return out
 

@@ -6,10 +6,14 @@
 3. A tiny Qwen2 built from a config (random weights, no download): log-probs of the response tokens, SLCA
    advantages, verl's policy loss, backward, one AdamW step. Isolation is asserted on the GPU: changing only
    R_sum leaves d loss / d log-prob on every tool token bit-identical and changes it on summary tokens.
+4. ``gust train --rehearse`` for every algorithm (`trainer.rehearse`: verl's AgentLoopWorker, RewardLoopWorker,
+   V1 compute_advantage and policy loss with the scripted policy) with the backward pass of the tiny model on CUDA;
+   every invariant must hold.
 
 Exits with status 0 and a "SKIPPED" message when no CUDA device exists (nothing is run then).
 Run: .venv/bin/python bench/gpu_check.py [--rows 2048] [--tokens 8192] [--repeat 10] [--json out.json]
-``--cpu-smoke --rows 64 --tokens 1024 --repeat 1`` runs the same code paths on the CPU (to check the script).
+``--cpu-smoke --rows 64 --tokens 1024 --repeat 1`` runs the same code paths on the CPU (to check the script; the
+rehearsal then covers ``--rehearse-algos``, default slca only on the CPU, all five on CUDA).
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+# The repository first: this folder also holds modules named like packages (bench/envgen.py shadows envgen/).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
@@ -175,6 +183,27 @@ def check_tiny_model_step(device: str) -> dict:
     return {"loss": losses[0].item(), "updated_tensors": moved, "isolation": True}
 
 
+def check_rehearsal(algos: list[str], device: str) -> dict:
+    import tempfile
+
+    from trainer.rehearse import rehearse
+
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="gust-gpu-rehearsal-") as tmp:
+        for algo in algos:
+            report = rehearse(algo, out_dir=f"{tmp}/{algo}", max_rows=1, device=device)
+            failed = [c["name"] for c in report["checks"] if not c["passed"]]
+            results[algo] = {"passed": report["passed"], "failed_checks": failed,
+                             "gradients": report["gradients"], "advantage": report["advantage"],
+                             "isolation": report["isolation"]}  # fmt: skip
+            print(f"rehearsal {algo:9s} on {report['gradients']['device']}: "
+                  f"{'PASSED' if report['passed'] else 'FAILED ' + ', '.join(failed)}; "
+                  f"grad norm {report['gradients']['grad_norm']:.6f}")
+    if not all(r["passed"] for r in results.values()):
+        raise AssertionError(f"rehearsal failed: { {a: r['failed_checks'] for a, r in results.items()} }")
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2048)
@@ -182,6 +211,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--json", default=None, help="write the measurements here")
     parser.add_argument("--cpu-smoke", action="store_true", help="run the same code on CPU (tiny sizes; no GPU claim)")
+    parser.add_argument("--rehearse-algos", default=None,
+                        help="comma-separated algorithms to rehearse (default: all on CUDA, slca on --cpu-smoke)")
     args = parser.parse_args()
     if args.cpu_smoke:
         device, name = "cpu", "CPU smoke run (NOT a GPU check)"
@@ -201,6 +232,10 @@ def main() -> int:
         "policy_loss_ms": check_policy_loss(args.rows, args.tokens, args.repeat, device),
         "tiny_model": check_tiny_model_step(device),
     }
+    from trainer.launch import ALGOS
+
+    algos = args.rehearse_algos.split(",") if args.rehearse_algos else (["slca"] if args.cpu_smoke else list(ALGOS))
+    report["rehearsal"] = check_rehearsal(algos, device)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(report, handle, indent=2)

@@ -1,8 +1,9 @@
 """Reward and SGLS benchmarks (CPU).
 
-1. Reward throughput (trajectories/s) on GUST rollouts with state replay: `Scorer.score_batch` (one sandbox session
-   per environment, reset between trajectories) vs the straightforward per-row path (`compute_score` per
-   trajectory: new scorer, env load and sandbox worker each time). Outputs are asserted equal.
+1. Reward throughput (trajectories/s) on GUST rollouts with state replay (`state_mode="replay"`): one `Scorer`
+   whose session pool reuses a sandbox session per environment (reset between trajectories; what `compute_score`
+   does since it caches its scorer) vs the straightforward per-row path (a new scorer, env load and sandbox worker
+   per trajectory). Outputs are asserted equal.
 2. SGLS env-backed `execute` latency p50/p95 (stage-1 validation + sandboxed call on the trajectory's session).
 
 Run from the repository root: `.venv/bin/python bench/rewards.py [--prompts 16] [--group 8] [--calls 200]`.
@@ -23,7 +24,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.trainer.gust_task import GOLD_STAGES, TINY_ENV, make_task, rollout  # noqa: E402
-from trainer.compute_score import compute_score  # noqa: E402
 from trainer.convert import gust_row, load_env_schemas  # noqa: E402
 from trainer.rewards.score import RewardConfig, Scorer  # noqa: E402
 
@@ -51,10 +51,23 @@ def _trajectories(prompts: int, group: int, seed: int) -> list[tuple[str, dict, 
 
 def bench_rewards(prompts: int, group: int, seed: int) -> dict[str, float]:
     items = _trajectories(prompts, group, seed)
+    config = RewardConfig(state_mode="replay")
+
+    def fresh(solution: str, gt: dict, info: dict) -> dict:
+        scorer = Scorer(config)
+        try:
+            return scorer.score(solution, gt, info)
+        finally:
+            scorer.close()
+
     t0 = time.perf_counter()
-    baseline = [compute_score("gust", s, gt, info) for s, gt, info in items]
+    baseline = [fresh(s, gt, info) for s, gt, info in items]
     t1 = time.perf_counter()
-    batched = Scorer(RewardConfig()).score_batch(items)
+    pooled = Scorer(config)
+    try:
+        batched = pooled.score_batch(items)
+    finally:
+        pooled.close()
     t2 = time.perf_counter()
     assert batched == baseline, "batched and per-row rewards differ"
     n = len(items)

@@ -1,8 +1,11 @@
-"""`gust train`: compose, validate and (unless --dry-run) launch a verl training run.
+"""`gust train`: compose, validate and (unless --dry-run / --rehearse) launch a verl training run.
 
 One callback, no subcommands, so the lead can mount it with ``app.add_typer(cli_train.app, name="train")`` and
 ``gust train --algo slca --dry-run [key=value ...]`` works. torch/verl are imported lazily (only `trainer/`
 imports them), so ``gust --help`` stays fast.
+
+``--rehearse`` runs the CPU pre-flight of `trainer.rehearse` (verl's real classes in verl's order, a scripted
+policy, a tiny random model) and exits non-zero when an invariant fails.
 """
 
 from __future__ import annotations
@@ -25,23 +28,47 @@ def train(
     algo: Annotated[str, typer.Option("--algo", help="slca | tara | slca_tara | toolpo | grpo")],
     data: Annotated[Path | None, typer.Option("--data", help="verl RL parquet (default: bundled sample)")] = None,
     model: Annotated[str | None, typer.Option("--model", help="HF model dir or hub id (default: placeholder)")] = None,
+    val_data: Annotated[Path | None, typer.Option(
+        "--val-data", help="Validation parquet (default: a seeded held-out split of --data)")] = None,
+    run_dir: Annotated[Path | None, typer.Option(
+        "--run-dir", help="Folder for the held-out split and the rehearsal report (default: out/train/<algo>)")] = None,
+    val_fraction: Annotated[float, typer.Option("--val-fraction", help="Held-out share of --data")] = 0.05,
+    split_seed: Annotated[int, typer.Option("--split-seed", help="Seed of the held-out split")] = 0,
+    judge_url: Annotated[str | None, typer.Option(
+        "--judge-url", help="OpenAI-compatible endpoint of the summary judge (with --judge-model)")] = None,
+    judge_model: Annotated[str | None, typer.Option("--judge-model", help="Summary judge model name")] = None,
+    heuristic_judge: Annotated[bool, typer.Option(
+        "--heuristic-judge", help="Train with the offline heuristic summary judge (a proxy; warns)")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print and validate the config; do not train.")] = False,
+    rehearse: Annotated[bool, typer.Option(
+        "--rehearse", help="CPU pre-flight through verl's classes with a scripted policy and a tiny model")] = False,
+    rehearse_rows: Annotated[int | None, typer.Option(
+        "--rehearse-rows", help="Rows of --data the rehearsal uses (default: all)")] = None,
     overrides: Annotated[list[str] | None, typer.Argument(help="Hydra overrides, e.g. trainer.nnodes=1")] = None,
 ) -> None:
-    """Compose trainer/configs/<algo>.yaml on verl's ppo_trainer, validate it, then launch (or print it)."""
+    """Compose trainer/configs/<algo>.yaml on verl's ppo_trainer, validate it, then launch (or print / rehearse)."""
     from omegaconf import OmegaConf
 
     from gustforge.errors import ConfigError
-    from trainer.launch import compose_config, launch, validate_training_config
+    from trainer.launch import HEURISTIC_JUDGE_WARNING, compose_config, judge_of, launch, validate_training_config
 
-    if data is not None and not data.is_file():
-        typer.echo(f"error: --data {data} does not exist (build one with `gust build`: out/verl/train.parquet)",
-                   err=True)  # fmt: skip
-        raise typer.Exit(code=2)
+    for flag, path in (("--data", data), ("--val-data", val_data)):
+        if path is not None and not path.is_file():
+            typer.echo(f"error: {flag} {path} does not exist (build one with `gust build`: out/verl/train.parquet)",
+                       err=True)  # fmt: skip
+            raise typer.Exit(code=2)
+    folder = run_dir if run_dir is not None else Path("out") / "train" / algo
+    if rehearse:
+        _rehearse(algo, data, folder, rehearse_rows, overrides or [])
+        return
     try:
-        cfg = compose_config(algo, data=data, model=model, overrides=overrides or [])
+        cfg = compose_config(algo, data=data, model=model, overrides=overrides or [], val_data=val_data,
+                             run_dir=folder / "data", val_fraction=val_fraction, split_seed=split_seed,
+                             judge_url=judge_url, judge_model=judge_model)  # fmt: skip
+        if judge_of(cfg) == "heuristic":
+            typer.echo(f"WARNING: {HEURISTIC_JUDGE_WARNING}", err=True)
         if not dry_run:
-            launch(cfg)
+            launch(cfg, allow_heuristic_judge=heuristic_judge)
             return
         report = validate_training_config(cfg)
     except ConfigError as exc:
@@ -50,4 +77,20 @@ def train(
     typer.echo(OmegaConf.to_yaml(cfg))
     for missing in report.missing_files:
         typer.echo(f"note: data file not found (would be used): {missing}", err=True)
+    typer.echo(f"validation data: {cfg.data.val_files}", err=True)
     typer.echo(f"config OK: algo={report.algo} reward_layout={report.reward_layout} (validated with verl)", err=True)
+
+
+def _rehearse(algo: str, data: Path | None, folder: Path, rows: int | None, overrides: list[str]) -> None:
+    from gustforge.errors import GustError
+    from trainer.rehearse import format_report, rehearse
+
+    try:
+        report = rehearse(algo, data=data, out_dir=folder / "rehearsal", max_rows=rows, overrides=overrides)
+    except GustError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    typer.echo(format_report(report))
+    typer.echo(f"report: {report['report_path']}", err=True)
+    if not report["passed"]:
+        raise typer.Exit(code=1)

@@ -8,13 +8,15 @@ from environment variables, so Ray workers cannot silently fall back to other va
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from trainer.rewards.hierr import HierRWeights
 from trainer.rewards.score import RewardConfig, Scorer
 
-__all__ = ["compute_score", "compute_score_async", "config_from_kwargs"]
+__all__ = ["compute_score", "compute_score_async", "config_from_kwargs", "scorer_for"]
 
 _JUDGE_OPTION_PREFIX = "judge_"
 _WEIGHT_KEYS = {"w_fmt": "fmt", "w_name": "name", "w_key": "key", "w_val": "val", "w_par": "par"}
@@ -24,8 +26,8 @@ def config_from_kwargs(kwargs: Mapping[str, Any]) -> RewardConfig:
     """Build a `RewardConfig` from flat reward kwargs.
 
     Recognised keys: judge, judge_<option> (base_url, model, api_key_env, timeout_s, max_retries, max_tokens),
-    w_fmt/w_name/w_key/w_val/w_par, w_process, w_summary, no_call_penalty, state_mode, env_root. Unknown keys
-    (e.g. verl's reward_router_address) are ignored.
+    w_fmt/w_name/w_key/w_val/w_par, w_process, w_summary, no_call_penalty, state_mode, env_root, par_unit.
+    Unknown keys (e.g. verl's reward_router_address) are ignored; ``None`` means "default".
 
     Args:
         kwargs: The keyword arguments verl passed to `compute_score`.
@@ -38,16 +40,39 @@ def config_from_kwargs(kwargs: Mapping[str, Any]) -> RewardConfig:
         for key, value in kwargs.items()
         if key.startswith(_JUDGE_OPTION_PREFIX) and value is not None
     }
-    weights = HierRWeights(**{field: float(kwargs[key]) for key, field in _WEIGHT_KEYS.items() if key in kwargs})
-    simple = {k: kwargs[k] for k in ("w_process", "w_summary", "no_call_penalty") if k in kwargs}
+    given = {key: value for key, value in kwargs.items() if value is not None}
+    weights = HierRWeights(**{field: float(given[key]) for key, field in _WEIGHT_KEYS.items() if key in given})
+    simple = {k: given[k] for k in ("w_process", "w_summary", "no_call_penalty") if k in given}
     return RewardConfig(
-        judge=str(kwargs.get("judge", "heuristic")),
+        judge=str(given.get("judge", "heuristic")),
         judge_options=judge_options,
         weights=weights,
-        state_mode=str(kwargs.get("state_mode", "replay")),
-        env_root=str(kwargs.get("env_root", ".")),
+        state_mode=str(given.get("state_mode", "off")),
+        env_root=str(given.get("env_root", ".")),
+        par_unit=str(given.get("par_unit", "step")),
         **{k: float(v) for k, v in simple.items()},
     )
+
+
+_OPTION_KEYS = frozenset(
+    {"judge", "state_mode", "env_root", "par_unit", "w_process", "w_summary", "no_call_penalty", *_WEIGHT_KEYS}
+)
+
+
+def _options_key(kwargs: Mapping[str, Any]) -> str:
+    options = {k: v for k, v in kwargs.items() if k in _OPTION_KEYS or k.startswith(_JUDGE_OPTION_PREFIX)}
+    return json.dumps(options, sort_keys=True, default=str)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_scorer(options_json: str) -> Scorer:
+    return Scorer(config_from_kwargs(json.loads(options_json)))
+
+
+def scorer_for(kwargs: Mapping[str, Any]) -> Scorer:
+    """The process-wide scorer for these reward options: built once (judge, LLM client, replay session pool),
+    not per trajectory."""
+    return _cached_scorer(_options_key(kwargs))
 
 
 def compute_score(
@@ -69,7 +94,7 @@ def compute_score(
     Returns:
         `{"score": float, **components}` with exactly the keys `trainer.rewards.COMPONENT_KEYS`.
     """
-    return Scorer(config_from_kwargs(kwargs)).score(solution_str, ground_truth, extra_info)
+    return scorer_for(kwargs).score(solution_str, ground_truth, extra_info)
 
 
 async def compute_score_async(
@@ -80,4 +105,4 @@ async def compute_score_async(
     **kwargs: Any,
 ) -> dict[str, Any]:
     """`compute_score` with the judge awaited (select with `name=compute_score_async`)."""
-    return await Scorer(config_from_kwargs(kwargs)).ascore(solution_str, ground_truth, extra_info)
+    return await scorer_for(kwargs).ascore(solution_str, ground_truth, extra_info)

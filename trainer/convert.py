@@ -5,21 +5,32 @@ golden trace's stages with their arguments (one step = one agent turn, so TARA a
 the golden final DB hash let the tool create a per-trajectory environment and the reward replay the agent's calls.
 Toucan rows: the prompt is kept as is; the gold is flat names only in the SLCA previews, so it becomes one step whose
 calls have empty arguments, `args_known=False` and `turn_level=False` (S_key = S_val = 1 by definition, no TARA).
+
+Env paths. `write_rows` stores every row's `env_dir` relative to ONE environment root and records that root once,
+in the parquet's schema metadata (`gust.env_root`), relative to the parquet's own folder — so a run folder
+(`OUT/verl/train.parquet` beside `OUT/envs/`) can move or be mounted elsewhere. `env_root_of(parquet)` resolves it;
+`trainer.launch` passes it to the agent loop (`gust.env_root`) and to the reward (`reward_kwargs.env_root`).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+import os
+import random
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from data.io import read_json
+from data.io import atomic_write_bytes, read_json
 from data.models import QuarantineRecord, TaskRecord, ToolSchema
-from data.verl_rows import read_verl_rows, write_verl_rows
+from data.verl_rows import VERL_SCHEMA, read_verl_rows
+from gustforge.errors import InputError
 from trainer.rewards.parse import normalize_gold
 from trainer.rows import (
     ChatMessage,
@@ -42,7 +53,13 @@ __all__ = [
     "toucan_to_verl",
     "write_rows",
     "read_rows",
+    "env_root_of",
+    "resolve_env_dir",
+    "split_train_val",
+    "ENV_ROOT_KEY",
 ]
+
+ENV_ROOT_KEY = b"gust.env_root"
 
 logger = logging.getLogger(__name__)
 STAGE = "convert"
@@ -236,10 +253,125 @@ def toucan_to_verl(
     return out, quarantined
 
 
-def write_rows(path: Path, rows: Sequence[VerlRow]) -> Path:
-    """Re-validate and write rows as the verl RL parquet."""
-    dumped = [VerlRow.model_validate(row.model_dump()).model_dump(mode="json") for row in rows]
-    return write_verl_rows(Path(path), dumped)
+def _env_dir(row: VerlRow) -> str:
+    return row.reward_model.ground_truth.env_dir
+
+
+def _with_env_dir(row: VerlRow, env_dir: str) -> VerlRow:
+    data = row.model_dump(mode="json")
+    data["reward_model"]["ground_truth"]["env_dir"] = env_dir
+    create = data["extra_info"]["tools_kwargs"]["sgls"]["create_kwargs"]
+    if create.get("env_dir"):
+        create["env_dir"] = env_dir
+    return VerlRow.model_validate(data)
+
+
+def _common_root(rows: Sequence[VerlRow]) -> Path | None:
+    parents = {Path(_env_dir(row)).parent for row in rows if _env_dir(row) and Path(_env_dir(row)).is_absolute()}
+    return parents.pop() if len(parents) == 1 else None
+
+
+def _relativize(rows: Sequence[VerlRow], root: Path) -> list[VerlRow]:
+    out = []
+    for row in rows:
+        env_dir = _env_dir(row)
+        if env_dir and Path(env_dir).is_absolute():
+            try:
+                relative = Path(env_dir).resolve().relative_to(root.resolve())
+            except ValueError as exc:
+                raise InputError(f"env_dir {env_dir} is not under the environment root {root}") from exc
+            row = _with_env_dir(row, PurePosixPath(*relative.parts).as_posix())
+        out.append(row)
+    return out
+
+
+def write_rows(path: Path, rows: Sequence[VerlRow], *, env_root: Path | None = None) -> Path:
+    """Re-validate and write rows as the verl RL parquet, env paths relative to one recorded root.
+
+    Args:
+        path: Target `.parquet` file.
+        rows: The rows.
+        env_root: The folder holding the environments. Absolute `env_dir` values are made relative to it and
+            relative ones are taken as relative to it. Default: the common parent of the absolute `env_dir`
+            values (the envs folder `gust_to_verl` was given); without one, nothing is recorded and relative
+            values stay relative to the working directory, as before.
+
+    Returns:
+        The written path.
+    """
+    path = Path(path)
+    rows = [VerlRow.model_validate(row.model_dump()) for row in rows]
+    root = Path(env_root) if env_root is not None else _common_root(rows)
+    schema = VERL_SCHEMA
+    if root is not None:
+        rows = _relativize(rows, root)
+        relative = os.path.relpath(root.resolve(), path.resolve().parent)
+        schema = VERL_SCHEMA.with_metadata({ENV_ROOT_KEY: PurePosixPath(*Path(relative).parts).as_posix().encode()})
+    dumped = [row.model_dump(mode="json") for row in rows]
+    table = pa.Table.from_pylist(dumped, schema=schema)
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def resolve_env_dir(env_dir: str, env_root: str | Path | None) -> str:
+    """A row's ``env_dir`` as a path the tool can open: relative values are resolved against ``env_root``."""
+    if not env_dir or env_root in (None, "") or Path(env_dir).is_absolute():
+        return env_dir
+    return str(Path(str(env_root)) / env_dir)
+
+
+def env_root_of(path: Path) -> Path | None:
+    """The environment root recorded in a verl parquet, as an absolute path (None when none is recorded)."""
+    metadata = pq.read_schema(Path(path)).metadata or {}
+    value = metadata.get(ENV_ROOT_KEY)
+    if value is None:
+        return None
+    return (Path(path).resolve().parent / value.decode()).resolve()
+
+
+def split_train_val(
+    path: Path, out_dir: Path, *, val_fraction: float = 0.05, seed: int = 0
+) -> tuple[Path, Path, int, int]:
+    """A seeded held-out split of a verl parquet: `out_dir/train.parquet` and `out_dir/val.parquet`.
+
+    The validation rows are never training rows. At least one row goes to each side.
+
+    Args:
+        path: The verl parquet to split.
+        out_dir: Where to write the two files (their env root is re-recorded relative to this folder).
+        val_fraction: Share of rows held out (rounded, at least 1).
+        seed: Shuffle seed.
+
+    Returns:
+        (train path, val path, train rows, val rows).
+
+    Raises:
+        InputError: Fewer than 2 rows, or a fraction outside (0, 1).
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise InputError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    rows = read_rows(path)
+    if len(rows) < 2:
+        raise InputError(f"{path} has {len(rows)} row(s): a held-out validation split needs at least 2 (or --val-data)")
+    order = list(range(len(rows)))
+    random.Random(seed).shuffle(order)
+    n_val = min(max(1, round(len(rows) * val_fraction)), len(rows) - 1)
+    val_ids = set(order[:n_val])
+    root = env_root_of(path)
+    if root is None and any(_env_dir(r) and not Path(_env_dir(r)).is_absolute() for r in rows):
+        root = Path.cwd()  # legacy files: relative env dirs meant the working directory
+    val = [_with_split(rows[i], "val") for i in sorted(val_ids)]
+    train = [rows[i] for i in range(len(rows)) if i not in val_ids]
+    out_dir = Path(out_dir)
+    return (write_rows(out_dir / "train.parquet", train, env_root=root),
+            write_rows(out_dir / "val.parquet", val, env_root=root), len(train), len(val))  # fmt: skip
+
+
+def _with_split(row: VerlRow, split: str) -> VerlRow:
+    data = row.model_dump(mode="json")
+    data["extra_info"]["split"] = split
+    return VerlRow.model_validate(data)
 
 
 def read_rows(path: Path) -> list[VerlRow]:

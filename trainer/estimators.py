@@ -15,10 +15,11 @@ Spans. The agent's generations are the maximal runs of ``response_mask == 1``, l
 segment is the union of all earlier runs; a row with one run has no tool segment. TARA's turn ``t`` is
 run ``t``.
 
-Normalisation. Every statistic is computed per group (rows sharing ``index``) and only over the members
-where the span exists. Fewer than two present members, or a constant group, gives exactly 0 (there is no
-relative preference signal). ``epsilon`` is added to the standard deviation. When the ``algorithm``
-section sets ``norm_adv_by_std_in_grpo: false`` every estimator subtracts the mean only.
+Normalisation. Every statistic is computed per group (rows sharing ``index``); SLCA and ToolPO use the members
+where the span exists, TARA all K members of the group (App. B.4; see ``tara``). Fewer than two present
+members, or a constant group, gives exactly 0 (there is no relative preference signal). ``epsilon`` is added
+to the standard deviation. When the ``algorithm`` section sets ``norm_adv_by_std_in_grpo: false`` every
+estimator subtracts the mean only.
 
 * ``slca`` — SLCA-GRPO (reference code ``compute_slca_grpo_advantage``): ``x_tool = Σ_tool r``,
   ``x_sum = Σ_summary r``; group z-score with the unbiased (Bessel) std; then ``λ_tool``/``λ_sum`` are
@@ -30,8 +31,10 @@ section sets ``norm_adv_by_std_in_grpo: false`` every estimator subtracts the me
   §3.3; App. A.1 writes ``Σ_{k≥1} γ^k r_{t+k}``, which is ``γ`` times it and gives the same z-score up to
   ``epsilon``); ``A_future = z_t(V)`` — the paper gives no formula for ``A_future``, we use the same-turn
   group z-score of ``V`` like ``A_local``; ``A_t = A_local + λ·A_future``. ``z_t`` uses the population std
-  (App. B.4: ``1/K``) over the group members that have turn ``t``; rollouts lacking turn ``t`` are excluded
-  from turn ``t``'s statistics.
+  over ALL K rollouts of the group (App. B.4: ``μ_t = 1/K Σ_{i=1..K} x_{i,t}``): a rollout that has no turn ``t``
+  enters turn ``t``'s statistics with ``r_t = V_t = 0`` (it did not make that turn's gold calls, the reward
+  contract's reading too) and receives no advantage there (it has no such tokens). The variant that leaves such
+  rollouts out of the statistics is kept as ``algorithm.gust.tara_absent_turns: exclude`` (default ``zero``).
   Distractor property (App. A.3): if ``r_t = 0`` then ``V_t = 0`` and ``A_t ≤ 0`` — this holds whenever every
   turn reward in the group is ``≥ 0`` (then ``μ_t(r) ≥ 0`` and ``V ≥ 0`` so ``μ_t(V) ≥ 0``), ``γ ≥ 0`` and
   ``λ ≥ 0``; it holds for the paper's binary rewards. It can FAIL when rewards can be negative (e.g. a
@@ -53,7 +56,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -92,6 +95,13 @@ class EstimatorParams(StrictModel):
     tara_lambda: float = Field(0.5, description="TARA λ: weight of A_future in A_local + λ·A_future.")
     tara_gamma: float = Field(0.5, ge=0.0, le=1.0, description="TARA γ: discount of future turn rewards.")
     toolpo_lambda: float = Field(1.0, description="ToolPO λ: weight of the normalised local tool advantage.")
+    toolpo_reward: Literal["paper", "hierr"] = Field(
+        "paper", description="ToolPO rewards: paper R_succ/R_action, or the reference code's HierR total/R_tool."
+    )
+    tara_absent_turns: Literal["zero", "exclude"] = Field(
+        "zero", description="TARA: a rollout lacking turn t counts as r_t = 0 in turn t's statistics (App. B.4), "
+        "or is left out of them (exclude)."
+    )
     epsilon: float = Field(1e-6, gt=0.0, description="Added to the group std before dividing.")
     norm_by_std: bool = Field(True, description="Divide by std (from algorithm.norm_adv_by_std_in_grpo).")
 
@@ -208,17 +218,20 @@ def group_normalize(
     unbiased: bool,
     scale: bool = True,
     singleton_raw: bool = False,
+    stats: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Per-(group, column) z-score of ``x`` over the present members only.
+    """Per-(group, column) z-score of ``x`` over the present members only (or over ``stats``).
 
     Args:
         x: (B, C) float64 values.
-        present: (B, C) bool; absent entries neither enter the statistics nor receive a value.
+        present: (B, C) bool; absent entries receive no value and (unless ``stats`` is given) do not enter
+            the statistics.
         groups: ``group_ids`` output.
         eps: Added to the std.
         unbiased: Bessel-corrected std (SLCA, GRPO) or population std (TARA, App. B.4).
         scale: Divide by std + eps; otherwise subtract the mean only.
         singleton_raw: A lone present member gets ``x/(1+eps)`` (verl GRPO's μ=0, σ=1 fallback) instead of 0.
+        stats: (B, C) bool, the entries that enter the statistics (default ``present``).
 
     Returns:
         (B, C) float64; 0 for absent entries, groups with < 2 present members and constant groups.
@@ -226,7 +239,8 @@ def group_normalize(
     gid, n_groups = groups
     n_cols = x.shape[1]
     flat = (gid.unsqueeze(1) * n_cols + torch.arange(n_cols, device=x.device)).reshape(-1)
-    p = present.reshape(-1).to(x.dtype)
+    p = (present if stats is None else stats).reshape(-1).to(x.dtype)
+    receives = present.reshape(-1)
     xv = x.reshape(-1)
 
     def per_cell(v: torch.Tensor) -> torch.Tensor:
@@ -240,9 +254,9 @@ def group_normalize(
     hi = torch.full_like(count, -float("inf")).scatter_reduce_(0, flat, xv.masked_fill(p == 0, -float("inf")), "amax")
     varies = (count >= 2) & (hi > lo)
     z = dev / (std[flat] + eps) if scale else dev
-    out = torch.where(varies[flat] & (p > 0), z, torch.zeros_like(z))
+    out = torch.where(varies[flat] & (p > 0) & receives, z, torch.zeros_like(z))
     if singleton_raw:
-        lone = (count[flat] == 1) & (p > 0)
+        lone = (count[flat] == 1) & (p > 0) & receives
         out = torch.where(lone, xv / (1.0 + eps) if scale else xv, out)
     return out.reshape(x.shape)
 
@@ -291,7 +305,8 @@ def tara_turn_advantages(
     """
     r = r * present
     value = r * (r @ _future_matrix(r.shape[1], params.tara_gamma, r.device))
-    norm = {"eps": params.epsilon, "unbiased": False, "scale": params.norm_by_std}
+    stats = torch.ones_like(present) if params.tara_absent_turns == "zero" else present
+    norm = {"eps": params.epsilon, "unbiased": False, "scale": params.norm_by_std, "stats": stats}
     local = group_normalize(r, present, groups, **norm)
     future = group_normalize(value, present, groups, **norm)
     return local + params.tara_lambda * future

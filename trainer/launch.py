@@ -8,6 +8,16 @@ defaults (Hydra compose API, the same files ``python -m verl.trainer.main_ppo --
 ``verl.trainer.main_ppo.main`` does after Hydra (device fix-up, validation, ``run_ppo`` with the V1
 TaskRunner): our estimators reach the TaskRunner and worker processes through the ``verl.plugins`` entry point
 and ``actor_rollout_ref.model.external_lib: trainer.plugin``.
+
+What composition fills in (so nothing silent reaches a GPU run):
+* validation data: ``val_data`` when given, else a seeded held-out split of the training file written to
+  ``run_dir`` (`trainer.convert.split_train_val`) — validation never runs on training rows;
+* the environment root recorded in the training parquet → ``gust.env_root`` (agent loop) and
+  ``reward_kwargs.env_root`` (reward);
+* ``judge_url`` + ``judge_model`` → the LLM judge (``reward_kwargs.judge=llm``). Without them the summary reward is
+  the offline heuristic proxy: ``launch`` refuses that unless ``allow_heuristic_judge`` and then warns.
+``validate_training_config`` also refuses ``tara`` / ``slca_tara`` on rows without turn-level gold (their
+advantages would be all zero on the tool tokens) and gold steps with more calls than ``max_parallel_calls``.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +41,10 @@ from verl.utils.config import omega_conf_to_dataclass, validate_config
 
 import data as data_pkg
 import trainer.estimators  # noqa: F401  (registers the estimators in this process)
-from gustforge.errors import ConfigError
+import trainer.tool_parser  # noqa: F401  (registers the gust_hermes parser in this process)
+import trainer.v1_trainer  # noqa: F401  (registers the gust_sync trainer in this process)
+from gustforge.errors import ConfigError, GustError
+from trainer.convert import env_root_of, read_rows, resolve_env_dir, split_train_val
 from trainer.estimators import read_params
 from trainer.reward_manager import layout_for_config
 
@@ -39,8 +53,14 @@ __all__ = [
     "CONFIG_DIR",
     "DEFAULT_DATA",
     "PLACEHOLDER_MODEL",
+    "DataPlan",
+    "HEURISTIC_JUDGE_WARNING",
     "ValidationReport",
+    "check_data",
+    "TURN_LEVEL_ALGOS",
     "compose_config",
+    "plan_data",
+    "judge_of",
     "launch",
     "validate_training_config",
 ]
@@ -53,6 +73,79 @@ DEFAULT_DATA = Path(data_pkg.__file__).resolve().parent / "samples" / "verl" / "
 # An HF hub id, never downloaded by compose/validate; replace it with a local model dir for real runs.
 PLACEHOLDER_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 _BUILTIN_ESTIMATORS = ("gae", "grpo")  # verl special-cases these before its registry
+TURN_LEVEL_ALGOS = ("tara", "slca_tara")  # their tool-side credit comes only from turn-level gold
+_REWARD_KWARGS = "reward.custom_reward_function.reward_kwargs"
+HEURISTIC_JUDGE_WARNING = (
+    "the summary reward R_sum uses the OFFLINE HEURISTIC judge (a grounding/length proxy, not an LLM judgement: "
+    "it can rate parroted JSON above a correct concise answer); pass --judge-url URL --judge-model M for the "
+    "SLCA-GRPO judge protocol"
+)
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """The data files a run uses.
+
+    Attributes:
+        train: Training parquet.
+        val: Validation parquet (never the training rows).
+        held_out: True when ``val`` is a held-out split of the given training file.
+        env_root: Environment root recorded in the training parquet (None: relative to the working directory).
+        train_rows: Rows in ``train`` (None when the file does not exist here).
+        val_rows: Rows in ``val`` (None when the file does not exist here).
+    """
+
+    train: Path
+    val: Path
+    held_out: bool
+    env_root: Path | None
+    train_rows: int | None = None
+    val_rows: int | None = None
+
+
+def plan_data(
+    data: str | Path | None,
+    val_data: str | Path | None = None,
+    *,
+    run_dir: str | Path | None = None,
+    val_fraction: float = 0.05,
+    split_seed: int = 0,
+) -> DataPlan:
+    """Decide (and write, for a held-out split) the training and validation files.
+
+    Args:
+        data: Training parquet; the bundled sample when None.
+        val_data: Validation parquet; when None a seeded held-out split of ``data`` is written to ``run_dir``.
+        run_dir: Folder for the split files (a temporary folder when None).
+        val_fraction: Held-out share (at least one row).
+        split_seed: Split seed.
+
+    Returns:
+        The plan. A training file that does not exist here is planned but not split (dry runs on other machines).
+
+    Raises:
+        ConfigError: The split is impossible (fewer than 2 rows) or validation equals training.
+    """
+    train = Path(data) if data is not None else DEFAULT_DATA
+    if val_data is not None:
+        val = Path(val_data)
+        if train.exists() and val.exists() and train.resolve() == val.resolve():
+            raise ConfigError("--val-data is the training file: validation must not run on training rows")
+        root = env_root_of(train) if train.is_file() else None
+        return DataPlan(train, val, False, root)
+    out = Path(run_dir) if run_dir is not None else Path(tempfile.mkdtemp(prefix="gust-train-"))
+    if not train.is_file():
+        return DataPlan(train, out / "val.parquet", True, None)
+    try:
+        train_path, val_path, n_train, n_val = split_train_val(train, out, val_fraction=val_fraction, seed=split_seed)
+    except GustError as exc:
+        raise ConfigError(str(exc)) from exc
+    return DataPlan(train_path, val_path, True, env_root_of(train_path), n_train, n_val)
+
+
+def judge_of(cfg: DictConfig) -> str:
+    """The summary judge backend a composed config uses ("heuristic" or "llm")."""
+    return str(OmegaConf.select(cfg, f"{_REWARD_KWARGS}.judge", default="heuristic"))
 
 
 @dataclass(frozen=True)
@@ -72,17 +165,23 @@ class ValidationReport:
     verl_messages: str
 
 
-def _wiring_overrides(data: str | Path | None, model: str | None) -> list[str]:
-    train = Path(data) if data is not None else DEFAULT_DATA
+def _wiring_overrides(plan: DataPlan, model: str | None, judge_url: str | None, judge_model: str | None) -> list[str]:
     overrides = [
-        f"data.train_files={train}",
-        f"data.val_files={train}",
+        f"data.train_files={plan.train}",
+        f"data.val_files={plan.val}",
         f"actor_rollout_ref.model.path={model or PLACEHOLDER_MODEL}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={CONFIG_DIR / 'gust_agent_loops.yaml'}",
     ]
     tools = CONFIG_DIR / "tools.yaml"
     if tools.is_file():
         overrides.append(f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools}")
+    if plan.env_root is not None:
+        overrides += [f"gust.env_root={plan.env_root}", f"{_REWARD_KWARGS}.env_root={plan.env_root}"]
+    if (judge_url is None) != (judge_model is None):
+        raise ConfigError("--judge-url and --judge-model go together (the LLM judge needs both)")
+    if judge_url is not None:
+        overrides += [f"{_REWARD_KWARGS}.judge=llm", f"{_REWARD_KWARGS}.judge_base_url={judge_url}",
+                      f"{_REWARD_KWARGS}.judge_model={judge_model}"]  # fmt: skip
     return overrides
 
 
@@ -91,27 +190,44 @@ def compose_config(
     data: str | Path | None = None,
     model: str | None = None,
     overrides: Sequence[str] = (),
+    *,
+    val_data: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    val_fraction: float = 0.05,
+    split_seed: int = 0,
+    judge_url: str | None = None,
+    judge_model: str | None = None,
+    plan: DataPlan | None = None,
 ) -> DictConfig:
     """Compose the training config of ``algo`` (Hydra overrides win over everything).
 
     Args:
         algo: One of ``ALGOS``.
-        data: Training parquet (verl RL rows); ``DEFAULT_DATA`` (the bundled sample) when None. It is also
-            used as the validation file unless an override sets ``data.val_files``.
+        data: Training parquet (verl RL rows); ``DEFAULT_DATA`` (the bundled sample) when None.
         model: HF model dir or hub id; ``PLACEHOLDER_MODEL`` when None.
         overrides: Extra Hydra overrides (``key=value``, ``+key=value``).
+        val_data: Validation parquet; a seeded held-out split of ``data`` (see `plan_data`) when None.
+        run_dir: Where the held-out split is written (a temporary folder when None).
+        val_fraction: Held-out share.
+        split_seed: Split seed.
+        judge_url: OpenAI-compatible endpoint of the summary judge (with ``judge_model``).
+        judge_model: The judge model name.
+        plan: A ready data plan (skips `plan_data`).
 
     Returns:
         The composed (unresolved) config.
 
     Raises:
-        ConfigError: Unknown algo or a bad override.
+        ConfigError: Unknown algo, a bad override, an impossible split or a half-given judge.
     """
     if algo not in ALGOS:
         raise ConfigError(f"unknown algo {algo!r}; valid: {', '.join(ALGOS)}")
+    if plan is None:
+        plan = plan_data(data, val_data, run_dir=run_dir, val_fraction=val_fraction, split_seed=split_seed)
+    wiring = _wiring_overrides(plan, model, judge_url, judge_model)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         try:
-            return compose(config_name=algo, overrides=[*_wiring_overrides(data, model), *overrides])
+            return compose(config_name=algo, overrides=[*wiring, *overrides])
         except (HydraException, OmegaConfBaseException) as exc:
             raise ConfigError(f"cannot compose {algo!r}: {exc}") from exc
 
@@ -124,10 +240,53 @@ def _algorithm_without_gust(cfg: DictConfig) -> DictConfig:
     return OmegaConf.create(algorithm)
 
 
+def _files(item: object) -> list[str]:
+    return [str(n) for n in (item if OmegaConf.is_list(item) else [item])]
+
+
 def _missing_files(cfg: DictConfig) -> tuple[str, ...]:
-    names = [cfg.data.train_files, cfg.data.val_files]
-    flat = [str(n) for item in names for n in (item if OmegaConf.is_list(item) else [item])]
+    flat = _files(cfg.data.train_files) + _files(cfg.data.val_files)
     return tuple(sorted({n for n in flat if not Path(n).expanduser().exists()}))
+
+
+def check_data(cfg: DictConfig) -> None:
+    """Data-dependent refusals for the files of ``cfg`` that exist here.
+
+    Raises:
+        ConfigError: validation shares files with training; ``tara``/``slca_tara`` on rows without turn-level
+            gold; a row's environment folder is missing; a gold step with more calls than
+            ``multi_turn.max_parallel_calls``.
+    """
+    train, val = _files(cfg.data.train_files), _files(cfg.data.val_files)
+    shared = {str(Path(p).resolve()) for p in train} & {str(Path(p).resolve()) for p in val}
+    if shared:
+        raise ConfigError(f"data.val_files repeats training files {sorted(shared)}: validation must be held out")
+    algo = str(cfg.algorithm.adv_estimator)
+    max_calls = int(cfg.actor_rollout_ref.rollout.multi_turn.max_parallel_calls or 0)
+    for path in (p for p in train if Path(p).is_file()):
+        rows = read_rows(Path(path))
+        flat = [r.reward_model.ground_truth for r in rows]
+        no_turns = sum(1 for gt in flat if not gt.turn_level)
+        if algo in TURN_LEVEL_ALGOS and no_turns:
+            raise ConfigError(
+                f"{algo!r} needs turn-level gold (GUST rows), but {no_turns} of {len(rows)} rows in {path} have "
+                "none (e.g. Toucan rows): their turn rewards, hence every tool-token advantage, would be 0; "
+                "use slca, toolpo or grpo for them"
+            )
+        root = OmegaConf.select(cfg, "gust.env_root", default=None)
+        missing_envs = sorted({gt.env_dir for gt in flat if gt.env_dir and not (
+            Path(resolve_env_dir(gt.env_dir, root)) / "schemas.json").is_file()})  # fmt: skip
+        if missing_envs:
+            raise ConfigError(
+                f"{len(missing_envs)} environment folder(s) of {path} not found (env root {root or 'cwd'}): "
+                f"{missing_envs[:3]}; every trajectory of those rows would fail"
+            )
+        widest = max((len(step) for gt in flat for step in gt.gold_steps()), default=0)
+        if max_calls and widest > max_calls:
+            raise ConfigError(
+                f"a gold step of {path} has {widest} calls but multi_turn.max_parallel_calls={max_calls}: "
+                "the rollout could never execute it"
+            )
 
 
 def validate_training_config(cfg: DictConfig) -> ValidationReport:
@@ -152,30 +311,41 @@ def validate_training_config(cfg: DictConfig) -> ValidationReport:
         layout = layout_for_config(cfg)
         if layout != "outcome" and not cfg.trainer.use_v1:
             raise ConfigError(f"{algo!r} lays rewards out per segment, which needs trainer.use_v1=true")
+        from verl.experimental.agent_loop.tool_parser import ToolParser
+
+        parser = str(cfg.actor_rollout_ref.rollout.multi_turn.format)
+        if parser not in ToolParser._registry:
+            raise ConfigError(f"multi_turn.format {parser!r} is not a registered verl tool parser")
+        check_data(cfg)
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):  # verl's validate_config reports with print()
             validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except ConfigError:
         raise
-    except (AssertionError, ValueError, TypeError, KeyError, OmegaConfBaseException) as exc:
+    except (AssertionError, ValueError, TypeError, KeyError, OmegaConfBaseException, GustError) as exc:
         # verl validates with assert; ValueError also covers pydantic's ValidationError
         raise ConfigError(f"invalid {algo!r} config: {type(exc).__name__}: {exc}") from exc
     logger.debug("verl validate_config: %s", captured.getvalue().strip())
     return ValidationReport(algo, layout, _missing_files(cfg), captured.getvalue().strip())
 
 
-def launch(cfg: DictConfig) -> None:
+def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
     """Validate ``cfg`` and run verl's PPO trainer (needs GPUs, Ray, vLLM; blocks until training ends).
 
     Args:
         cfg: A config from ``compose_config``.
+        allow_heuristic_judge: Accept the offline heuristic summary judge (a warning is logged).
 
     Raises:
-        ConfigError: Validation fails or a data file is missing.
+        ConfigError: Validation fails, a data file is missing, or the heuristic judge was not explicitly allowed.
     """
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.utils.device import auto_set_device
 
+    if judge_of(cfg) == "heuristic":
+        if not allow_heuristic_judge:
+            raise ConfigError(HEURISTIC_JUDGE_WARNING + ", or --heuristic-judge to train on the proxy anyway")
+        logger.warning("%s", HEURISTIC_JUDGE_WARNING)
     auto_set_device(cfg)
     report = validate_training_config(cfg)
     if report.missing_files:

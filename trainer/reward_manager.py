@@ -25,7 +25,10 @@ the last mask-1 token of the j-th run of ``response_mask == 1``; the summary is 
 * ``tara``: ``turn_rewards[t]`` at the end of run t, for t < min(T, #runs).
 * ``slca_tara``: ``turn_rewards[t]`` at the end of tool run t (t < min(T, #runs − 1)), ``r_sum`` at the
   end of the summary run.
-* ``toolpo``: ``score`` (outcome) at the end of the summary run, ``r_tool`` at the end of the last tool run.
+* ``toolpo`` (ToolPO's paper rewards, SLCA-GRPO App. C.4): ``r_succ`` (R_succ by the rule of Eq. 28) at the end of
+  the summary run, ``r_action`` at the end of the last tool run. No omission override (ToolPO has none).
+* ``toolpo_hierr`` (the reference code's ``toolpo_grpo`` variant, ``algorithm.gust.toolpo_reward: hierr``):
+  ``score`` (HierR total) at the end of the summary run, ``r_tool`` at the end of the last tool run.
 Omission guard (reference §7.2): when ``omission`` is set or ``score < 0`` every tool-side value is 0 and the
 summary carries ``score`` (−0.5) — an override, not a subtraction.
 """
@@ -42,13 +45,11 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from data.models import StrictModel
 from gustforge.errors import InputError
 from gustforge.registry import Registry
-from trainer.agent_loop import GustToolAgentLoop
 from trainer.rewards import decode_turn_rewards
 
 __all__ = [
     "LAYOUTS",
     "LayoutFn",
-    "SegmentGustToolAgentLoop",
     "SegmentRewardMixin",
     "SegmentRewardOutput",
     "TurnTokenCapMixin",
@@ -69,6 +70,8 @@ class SegmentRewards(StrictModel):
     score: float
     r_tool: float = 0.0
     r_sum: float = 0.0
+    r_succ: float = 0.0
+    r_action: float = 0.0
     omission: bool = False
     turn_rewards: tuple[float, ...] = ()
 
@@ -85,6 +88,8 @@ class SegmentRewards(StrictModel):
             score=float(info["score"]),
             r_tool=float(info.get("r_tool", 0.0)),
             r_sum=float(info.get("r_sum", 0.0)),
+            r_succ=float(info.get("r_succ", 0.0)),
+            r_action=float(info.get("r_action", 0.0)),
             omission=bool(int(info.get("omission", 0))),
             turn_rewards=tuple(decode_turn_rewards(info.get("turn_rewards"))),
         )
@@ -138,18 +143,39 @@ def _slca_tara(ends: Sequence[int], length: int, rewards: SegmentRewards) -> dic
 
 @LAYOUTS.register("toolpo")
 def _toolpo(ends: Sequence[int], length: int, rewards: SegmentRewards) -> dict[int, float]:
+    placed = {ends[-2]: rewards.r_action} if len(ends) >= 2 else {}
+    return {**placed, ends[-1]: rewards.r_succ} if ends else {}
+
+
+@LAYOUTS.register("toolpo_hierr")
+def _toolpo_hierr(ends: Sequence[int], length: int, rewards: SegmentRewards) -> dict[int, float]:
     placed = {ends[-2]: rewards.tool_value} if len(ends) >= 2 else {}
     return {**placed, ends[-1]: rewards.score} if ends else {}
 
 
-def layout_for_estimator(adv_estimator: str) -> str:
-    """The reward layout an estimator reads (``outcome`` for grpo and every built-in verl estimator)."""
-    return _ESTIMATOR_LAYOUT.get(str(adv_estimator), "outcome")
+TOOLPO_REWARDS = {"paper": "toolpo", "hierr": "toolpo_hierr"}
+
+
+def layout_for_estimator(adv_estimator: str, toolpo_reward: str = "paper") -> str:
+    """The reward layout an estimator reads (``outcome`` for grpo and every built-in verl estimator).
+
+    Args:
+        adv_estimator: ``algorithm.adv_estimator``.
+        toolpo_reward: ``algorithm.gust.toolpo_reward`` ("paper": R_succ/R_action; "hierr": the reference code's
+            HierR total / R_tool).
+    """
+    layout = _ESTIMATOR_LAYOUT.get(str(adv_estimator), "outcome")
+    if layout == "toolpo":
+        if toolpo_reward not in TOOLPO_REWARDS:
+            raise InputError(f"algorithm.gust.toolpo_reward must be one of {sorted(TOOLPO_REWARDS)}")
+        return TOOLPO_REWARDS[toolpo_reward]
+    return layout
 
 
 def layout_for_config(config: Any) -> str:
-    """The layout for a full verl config (reads ``algorithm.adv_estimator``)."""
-    return layout_for_estimator(config.algorithm.adv_estimator)
+    """The layout for a full verl config (reads ``algorithm.adv_estimator`` and ``algorithm.gust``)."""
+    gust = config.algorithm.get("gust", None) or {}
+    return layout_for_estimator(config.algorithm.adv_estimator, str(gust.get("toolpo_reward", "paper")))
 
 
 def run_ends(response_mask: Sequence[int] | torch.Tensor) -> list[int]:
@@ -234,11 +260,3 @@ class TurnTokenCapMixin:
         cap = (self.config.get("gust") or {}).get("max_tokens_per_turn")
         params = {**sampling_params, "max_tokens": int(cap)} if cap else sampling_params
         return await super().run(params, **kwargs)  # type: ignore[misc]  # cooperative mixin
-
-
-class SegmentGustToolAgentLoop(SegmentRewardMixin, TurnTokenCapMixin, GustToolAgentLoop):
-    """`trainer.agent_loop.GustToolAgentLoop` + reward layouts + per-turn token cap.
-
-    Registered for verl by ``trainer/configs/gust_agent_loops.yaml`` under the name the rows carry
-    (``gust_tool_agent``), which takes precedence over the decorator registration of the base class.
-    """

@@ -44,6 +44,8 @@ def _info(i: int) -> dict[str, Any]:
         "score": -0.5 if omission else r_tool + r_sum,
         "r_tool": r_tool,
         "r_sum": r_sum,
+        "r_succ": float(i % 2),
+        "r_action": round(0.25 * (i % 4), 2),
         "omission": int(omission),
         "turn_rewards": json.dumps(turns),
         "judge": "heuristic",
@@ -79,10 +81,14 @@ def _expected_rewards(layout: str) -> torch.Tensor:
         info, ends = _info(i), run_ends([int(c) for c in mask])
         pen = bool(info["omission"])
         turns = json.loads(info["turn_rewards"])
-        if layout == "slca" or layout == "toolpo":
+        if layout == "toolpo":  # ToolPO paper rewards: no omission override
+            if len(ends) > 1:
+                out[i, ends[-2]] = info["r_action"]
+            out[i, ends[-1]] = info["r_succ"]
+        elif layout == "slca" or layout == "toolpo_hierr":
             if len(ends) > 1:
                 out[i, ends[-2]] = 0.0 if pen else info["r_tool"]
-            out[i, ends[-1]] = info["score"] if (pen or layout == "toolpo") else info["r_sum"]
+            out[i, ends[-1]] = info["score"] if (pen or layout == "toolpo_hierr") else info["r_sum"]
         elif layout == "tara":
             for t in range(min(len(turns), len(ends))):
                 out[i, ends[t]] = 0.0 if pen else turns[t]

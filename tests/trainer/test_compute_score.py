@@ -38,9 +38,10 @@ def _check_contract(out):
 
 
 def test_perfect_gust_rollout(gust_gt):
-    out = compute_score("gust", rollout(GOLD_STAGES, FINAL), gust_gt, {})
+    out = compute_score("gust", rollout(GOLD_STAGES, FINAL), gust_gt, {}, state_mode="replay")
     _check_contract(out)
     assert out["r_tool"] == pytest.approx(1.0)
+    assert (out["r_succ"], out["r_action"], out["acc"]) == (1.0, 1.0, out["score"])
     assert (out["omission"], out["judge"], out["state_checked"], out["state_match"]) == (0, "heuristic", 1, 1.0)
     assert decode_turn_rewards(out["turn_rewards"]) == [1.0, 1.0]
     assert (out["turn_count"], out["agent_turns"], out["gold_call_count"], out["pred_call_count"]) == (2, 3, 3, 3)
@@ -48,15 +49,17 @@ def test_perfect_gust_rollout(gust_gt):
 
 def test_wrong_second_turn(gust_gt):
     turns = [GOLD_STAGES[0], [GOLD_STAGES[1][0], ("cancel_order", {"order_id": "ORD-1002"})]]
-    out = compute_score("gust", rollout(turns, FINAL), gust_gt, {})
+    out = compute_score("gust", rollout(turns, FINAL), gust_gt, {}, state_mode="replay")
     assert decode_turn_rewards(out["turn_rewards"]) == [1.0, 0.0]
+    assert (out["r_succ"], out["r_action"]) == (0.0, pytest.approx(2 / 3))
     assert out["state_match"] == 0.0
     # S_name = 1 (same names), S_key = 1, S_val = (1 + 1 + 0) / 3, S_par = 1, S_fmt = 1
     assert out["r_tool"] == pytest.approx(0.10 + 0.25 + 0.15 + 0.20 * 2 / 3 + 0.30)
 
 
 def test_omission_guard(gust_gt):
-    out = compute_score("gust", "I think order ORD-1001 is fine, no need to check anything.", gust_gt, {})
+    out = compute_score("gust", "I think order ORD-1001 is fine, no need to check anything.", gust_gt, {},
+                        state_mode="replay")
     _check_contract(out)
     assert (out["score"], out["r_tool"], out["r_sum"], out["omission"]) == (-0.5, 0.0, -0.5, 1)
     assert out["judge"] == "none" and out["s_name"] == 0.0
@@ -71,7 +74,7 @@ def test_think_only_calls_trigger_the_guard(gust_gt):
 
 def test_agent_loop_record_is_preferred(gust_gt):
     recorded = json.dumps([[{"name": n, "arguments": a} for n, a in stage] for stage in GOLD_STAGES] + [[]])
-    out = compute_score("gust", "garbled text <tool_call>", gust_gt, {TURN_CALLS_KEY: recorded})
+    out = compute_score("gust", "garbled text <tool_call>", gust_gt, {TURN_CALLS_KEY: recorded}, state_mode="replay")
     assert decode_turn_rewards(out["turn_rewards"]) == [1.0, 1.0]
     assert out["agent_turns"] == 3 and out["state_match"] == 1.0
 
@@ -82,6 +85,7 @@ def test_rollout_hash_mode(gust_gt):
     assert (out["state_checked"], out["state_match"]) == (1, 1.0)
     off = compute_score("gust", "no calls", gust_gt, info, state_mode="off")
     assert off["state_checked"] == 0
+    assert compute_score("gust", "no calls", gust_gt, info)["state_checked"] == 0  # off by default
 
 
 def test_preview_rows(previews):
@@ -144,9 +148,13 @@ def test_score_batch_equals_per_row(gust_gt):
 
     items = [(rollout(GOLD_STAGES, FINAL), gust_gt, {}), ("no calls in this reply at all", gust_gt, {}),
              (rollout(GOLD_STAGES[:1], FINAL), gust_gt, {}), (rollout(GOLD_STAGES, FINAL), gust_gt, {})]
-    scorer = Scorer(RewardConfig())
-    assert scorer.score_batch(items) == [compute_score("gust", s, gt, i) for s, gt, i in items]
-    assert scorer._sessions is None  # sessions closed after the batch
+    scorer = Scorer(RewardConfig(state_mode="replay"))
+    try:
+        assert scorer.score_batch(items) == [compute_score("gust", s, gt, i, state_mode="replay") for s, gt, i in items]
+        assert sum(len(free) for free in scorer.pool._free.values()) == 1  # one pooled session served every replay
+    finally:
+        scorer.close()
+    assert scorer.pool._free == {}
 
 
 def test_rewards_and_conversion_import_without_torch_or_verl():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import datasets
 import pandas as pd
@@ -67,7 +68,11 @@ def test_parquet_round_trip_pandas_datasets_and_bytes(task, previews, tmp_path):
     a = write_rows(tmp_path / "a.parquet", rows)
     b = write_rows(tmp_path / "b.parquet", rows)
     assert a.read_bytes() == b.read_bytes()
-    assert read_rows(a) == rows
+    back = read_rows(a)
+    assert back[1:] == rows[1:]  # the GUST row's absolute env dir is stored relative to the recorded env root
+    assert back[0].model_dump(exclude={"reward_model", "extra_info"}) == rows[0].model_dump(
+        exclude={"reward_model", "extra_info"})
+    assert back[0].reward_model.ground_truth.env_dir == "tiny_env"
     frame = pd.read_parquet(a)
     assert list(frame.columns) == ["prompt", "data_source", "agent_name", "reward_model", "extra_info"]
     hf = datasets.load_dataset("parquet", data_files=str(a))["train"]
@@ -149,3 +154,28 @@ def test_row_validation_rejects_inconsistent_rows(task):
     with pytest.raises(ValidationError):
         VerlRow.model_validate(data)
 
+
+
+def test_env_paths_are_relative_to_one_recorded_root(task, tmp_path):
+    import shutil
+
+    from trainer.convert import env_root_of, resolve_env_dir, split_train_val
+
+    envs = tmp_path / "run" / "envs"
+    shutil.copytree(TINY_ENV, envs / "tiny_env")
+    rows, _ = gust_to_verl([task, task.model_copy(update={"task_id": "task-2"})], envs)  # absolute env dirs in
+    assert Path(rows[0].reward_model.ground_truth.env_dir).is_absolute()
+    out = write_rows(tmp_path / "run" / "verl" / "train.parquet", rows)
+    back = read_rows(out)
+    assert {r.reward_model.ground_truth.env_dir for r in back} == {"tiny_env"}
+    assert {r.extra_info.tools_kwargs.sgls.create_kwargs.env_dir for r in back} == {"tiny_env"}
+    assert env_root_of(out) == envs.resolve()
+    # the run folder moves: the recorded root is relative to the parquet, so it still resolves
+    moved = tmp_path / "moved"
+    shutil.move(str(tmp_path / "run"), moved)
+    root = env_root_of(moved / "verl" / "train.parquet")
+    assert root == (moved / "envs").resolve()
+    assert (Path(resolve_env_dir("tiny_env", str(root))) / "schemas.json").is_file()
+    train, val, n_train, n_val = split_train_val(moved / "verl" / "train.parquet", tmp_path / "split", seed=3)
+    assert (n_train, n_val) == (1, 1) and env_root_of(train) == env_root_of(val) == root
+    assert read_rows(val)[0].extra_info.split == "val"

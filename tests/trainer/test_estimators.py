@@ -179,8 +179,9 @@ class TestSlca:
         assert torch.all(adv[:, 3:5] == 0)
 
 
-def _tara_reference(turns: list[list[float]], gamma: float, lam: float) -> list[list[float]]:
-    """Per-turn loops over the paper's formulas (population std, zero on zero variance, absent turns excluded)."""
+def _tara_reference(turns: list[list[float]], gamma: float, lam: float, absent: str = "zero") -> list[list[float]]:
+    """Per-turn loops over the paper's formulas (population std over all K rollouts — App. B.4 — with a missing
+    turn counted as r = V = 0, or absent turns excluded; zero on zero variance)."""
 
     def z(values: list[float]) -> list[float]:
         mu = sum(values) / len(values)
@@ -190,11 +191,12 @@ def _tara_reference(turns: list[list[float]], gamma: float, lam: float) -> list[
     value = [[r[t] * sum(gamma**k * r[t + k + 1] for k in range(len(r) - t - 1)) for t in range(len(r))] for r in turns]
     out = [[0.0] * len(r) for r in turns]
     for t in range(max(len(r) for r in turns)):
-        members = [i for i, r in enumerate(turns) if len(r) > t]
-        local = z([turns[i][t] for i in members])
-        future = z([value[i][t] for i in members])
+        members = [i for i, r in enumerate(turns) if len(r) > t or absent == "zero"]
+        local = z([turns[i][t] if len(turns[i]) > t else 0.0 for i in members])
+        future = z([value[i][t] if len(turns[i]) > t else 0.0 for i in members])
         for i, a, f in zip(members, local, future, strict=True):
-            out[i][t] = a + lam * f
+            if len(turns[i]) > t:
+                out[i][t] = a + lam * f
     return out
 
 
@@ -219,9 +221,19 @@ class TestTara:
         assert got[2][0] == pytest.approx(-s2 + 0.5 * -1.0690450, abs=1e-5)
         # turn 1: r=[1,0,1] and V=[1,0,0]
         assert got[1][1] == pytest.approx(-s2 + 0.5 * (-1 / s2), abs=1e-5)
+        # turn 2 exists for rows 0,1 only (both r=1); App. B.4 averages over all K=3 rollouts, so row 2 enters
+        # turn 2's statistics as r=0: A_local = [1/√2, 1/√2, ·], V = [0, 0, ·] → A_future = 0
+        assert got[0][2] == pytest.approx(1 / s2, abs=1e-5) and got[1][2] == pytest.approx(1 / s2, abs=1e-5)
+        assert got == [pytest.approx(r, abs=1e-6) for r in _tara_reference(turns, 0.5, 0.5)]
+
+    def test_exclude_variant_leaves_missing_turns_out(self) -> None:
+        turns = [[1.0, 1.0, 1.0], [1.0, 0.0, 1.0], [0.0, 1.0]]
+        rows = _turn_rows(turns)
+        cfg = _cfg(tara_absent_turns="exclude")
+        got = _per_turn(compute_tara_advantage(_place(rows, turns), _mask(rows), np.array(["g"] * 3), cfg)[0], rows)
         # turn 2 exists for rows 0,1 only (both r=1): zero variance → 0, row 2 not counted as a 0
         assert got[0][2] == 0.0 and got[1][2] == 0.0
-        assert got == [pytest.approx(r, abs=1e-6) for r in _tara_reference(turns, 0.5, 0.5)]
+        assert got == [pytest.approx(r, abs=1e-6) for r in _tara_reference(turns, 0.5, 0.5, absent="exclude")]
 
     def test_turn_t_advantage_only_on_turn_t_tokens(self) -> None:
         turns = [[1.0, 0.0], [0.0, 1.0]]

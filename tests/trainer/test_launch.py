@@ -25,14 +25,72 @@ def _gust() -> typer.Typer:
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-def test_dry_run_prints_and_validates_every_algo(algo: str) -> None:
-    result = CliRunner().invoke(_gust(), ["train", "--algo", algo, "--dry-run", "trainer.nnodes=2"])
+def test_dry_run_prints_and_validates_every_algo(algo: str, tmp_path: Path) -> None:
+    args = ["train", "--algo", algo, "--dry-run", "--run-dir", str(tmp_path), "trainer.nnodes=2"]
+    result = CliRunner().invoke(_gust(), args)
     assert result.exit_code == 0, result.output
     assert f"adv_estimator: {algo}" in result.output
     assert "nnodes: 2" in result.output
     assert f"config OK: algo={algo}" in result.output
+    assert "OFFLINE HEURISTIC judge" in result.output  # the proxy judge is never silent
+    assert f"validation data: {tmp_path / 'data' / 'val.parquet'}" in result.output
     if not DEFAULT_DATA.exists():
         assert f"would be used): {DEFAULT_DATA}" in result.output
+
+
+def test_validation_is_a_held_out_split_never_the_training_rows(tmp_path: Path) -> None:
+    from trainer.convert import env_root_of, read_rows
+
+    cfg = compose_config("slca", run_dir=tmp_path, val_fraction=0.3, split_seed=1)
+    train, val = read_rows(Path(cfg.data.train_files)), read_rows(Path(cfg.data.val_files))
+    ids = lambda rows: {r.extra_info.task_id for r in rows}  # noqa: E731
+    assert ids(train).isdisjoint(ids(val)) and len(train) + len(val) == len(read_rows(DEFAULT_DATA))
+    assert {r.extra_info.split for r in val} == {"val"}
+    # the env root recorded once in the bundled parquet survives the split and reaches the loop and the reward
+    root = env_root_of(DEFAULT_DATA)
+    assert env_root_of(Path(cfg.data.val_files)) == root and cfg.gust.env_root == str(root)
+    assert cfg.reward.custom_reward_function.reward_kwargs.env_root == str(root)
+    same = compose_config("slca", run_dir=tmp_path / "again", val_fraction=0.3, split_seed=1)
+    assert ids(read_rows(Path(same.data.val_files))) == ids(val)  # seeded
+    with pytest.raises(ConfigError, match="validation must"):
+        compose_config("slca", val_data=DEFAULT_DATA)
+    with pytest.raises(ConfigError, match="held out"):
+        validate_training_config(compose_config("slca", run_dir=tmp_path / "x",
+                                                overrides=[f"data.val_files={DEFAULT_DATA}",
+                                                           f"data.train_files={DEFAULT_DATA}"]))
+
+
+def test_judge_flags_wire_the_llm_judge_and_launch_refuses_the_silent_proxy(tmp_path: Path) -> None:
+    from trainer.launch import judge_of
+
+    cfg = compose_config("slca", run_dir=tmp_path, judge_url="http://127.0.0.1:9/v1", judge_model="judge-7b")
+    kwargs = cfg.reward.custom_reward_function.reward_kwargs
+    assert (judge_of(cfg), kwargs.judge_base_url, kwargs.judge_model) == ("llm", "http://127.0.0.1:9/v1", "judge-7b")
+    with pytest.raises(ConfigError, match="go together"):
+        compose_config("slca", run_dir=tmp_path / "h", judge_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ConfigError, match="--heuristic-judge"):
+        launch(compose_config("slca", run_dir=tmp_path / "p"))
+
+
+@pytest.mark.parametrize("algo", ["tara", "slca_tara"])
+def test_turn_level_algos_refuse_rows_without_turn_gold(algo: str, tmp_path: Path, corpora_dir: Path) -> None:
+    import json
+
+    from trainer.convert import toucan_to_verl, write_rows
+
+    previews = [json.loads(line) for line in (corpora_dir / "toucan" / "toucan_toolcall_rl.preview.jsonl").open()]
+    rows, _ = toucan_to_verl(previews)
+    data = write_rows(tmp_path / "toucan.parquet", rows)
+    with pytest.raises(ConfigError, match="turn-level gold"):
+        validate_training_config(compose_config(algo, data=data, run_dir=tmp_path / "run"))
+    validate_training_config(compose_config("slca", data=data, run_dir=tmp_path / "run2"))  # fine for slca
+
+
+def test_tara_executes_multi_call_turns() -> None:
+    cfg = compose_config("tara", data="/x/train.parquet")
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    assert multi_turn.max_parallel_calls >= 2 and multi_turn.max_tool_response_length >= 2048
+    assert multi_turn.format == "gust_hermes" and cfg.trainer.v1.trainer_mode == "gust_sync"
 
 
 def test_slca_paper_settings() -> None:
@@ -59,7 +117,7 @@ def test_tara_paper_settings() -> None:
     )
     assert cfg.actor_rollout_ref.model.path == "/models/qwen3-8b"
     assert cfg.data.train_files == "/x/train.parquet"
-    assert validate_training_config(cfg).missing_files == ("/x/train.parquet",)
+    assert "/x/train.parquet" in validate_training_config(cfg).missing_files
 
 
 def test_validation_uses_verl_checks() -> None:
@@ -82,4 +140,4 @@ def test_unknown_algo_and_bad_override() -> None:
 
 def test_launch_refuses_missing_data_before_starting_ray() -> None:
     with pytest.raises(ConfigError, match="data files not found"):
-        launch(compose_config("slca", data="/nonexistent/train.parquet"))
+        launch(compose_config("slca", data="/nonexistent/train.parquet"), allow_heuristic_judge=True)

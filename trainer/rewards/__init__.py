@@ -11,14 +11,22 @@ the same Python type per key, because verl builds one numpy column per key from 
 
   key                 type   meaning
   ------------------  -----  -------------------------------------------------------------------------------
-  score               float  R_tool + R_sum (weights w_process=w_summary=1 by default). verl puts it on the
-                             last valid response token (rm_scores). Omission guard: -0.5.
+  score               float  R_tool + R_sum (weights w_process=w_summary=1 by default), the TRUE score of the
+                             trajectory for every algorithm. Omission guard: -0.5. (The agent loop lays the
+                             components out on tokens per algorithm, so verl's critic/score — the sum of the
+                             laid-out rewards — is not comparable across algorithms; log this key instead.)
+  acc                 float  = score. verl's validation makes `acc` its core variable when present, so
+                             `val-core/<data_source>/acc/mean@N` is the true score for every algorithm.
   r_tool              float  HierR process score in [0, 1] = .10 S_fmt + .25 S_name + .15 S_key + .20 S_val
                              + .30 S_par. Omission guard: 0.0.
   r_sum               float  summary score in [0, 1] ((rating-1)/4 from the judge). Omission guard: -0.5
                              (an override, not a subtraction).
   omission            int    1 iff gold calls exist but the (think-stripped) response has no `<tool_call>`.
-  s_fmt s_name s_key s_val s_par   float   HierR sub-scores (0.0 on the omission path).
+  r_succ              float  ToolPO outcome R_succ ∈ {0,1} by the reference rule (SLCA-GRPO App. C.4, Eq. 28).
+  r_action            float  ToolPO local reward R_action = Σ strict matches / |gold calls| (App. C.4).
+  s_fmt s_name s_key s_val s_par   float   HierR sub-scores (0.0 on the omission path). S_par compares the
+                             agent's first *step* (turn) with the first gold step (`par_unit="block"`: the
+                             reference code's first block).
   judge               str    judge backend that produced r_sum: "heuristic" | "llm" | "none" (short-circuit).
   judge_failed        int    1 if the LLM judge call failed (r_sum = 0.0).
   judge_parse_failed  int    1 if the judge reply had no parsable `<rating>` (r_sum = 0.0).
@@ -34,7 +42,8 @@ the same Python type per key, because verl builds one numpy column per key from 
                              0.0 otherwise (also when not checked: look at state_checked).
   gold_call_count     int    number of gold calls (all steps).
   pred_call_count     int    number of valid predicted calls.
-  error_type          str    "none" | "invalid_ground_truth" | "missing_allowed_tools" | "state_replay_error".
+  error_type          str    "none" | "invalid_ground_truth" | "missing_allowed_tools" | "state_replay_error" |
+                             "internal_error" (a bug: logged with its traceback; all values 0).
 
 TOKEN PLACEMENT (how the reward manager / estimator puts components on tokens)
   Let runs = the maximal runs of response_mask == 1 (the agent's generations, left to right).
@@ -42,9 +51,12 @@ TOKEN PLACEMENT (how the reward manager / estimator puts components on tokens)
   * r_tool     -> the process segment = the union of all EARLIER runs (absent when there is one run).
   * turn_rewards[t] (0-based) -> run t, for t < min(T, len(runs)). Runs with index >= T (e.g. the final
     answer after the last gold turn) carry no turn reward (treat as absent, not as 0). Missing agent turns
-    (len(runs) < T) contribute r_t = 0 for those t at no token (so they only enter group statistics).
+    (len(runs) < T) contribute r_t = 0 for those t at no token: they enter turn t's group statistics (ToolVerse
+    App. B.4 averages over all K rollouts) but receive no advantage.
     Agent turn t in the text is the same generation: `parse.split_agent_turns(solution_str)[t]`.
   * omission == 1 -> the estimator zeroes the process scalar and uses score (-0.5) on the summary segment.
+  * toolpo (paper rewards): r_succ on the summary segment, r_action on the tool segment (no omission override);
+    toolpo_hierr (reference code): score on the summary segment, r_tool on the tool segment.
   * state_match (when state_checked == 1) is a trajectory-level outcome reward (e.g. TARA's final turn /
     a GRPO outcome term); it is NOT included in score.
 
@@ -65,8 +77,11 @@ NO_CALL_PENALTY = -0.5
 
 COMPONENT_KEYS: tuple[str, ...] = (
     "score",
+    "acc",
     "r_tool",
     "r_sum",
+    "r_succ",
+    "r_action",
     "omission",
     "s_fmt",
     "s_name",

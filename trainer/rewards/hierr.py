@@ -5,7 +5,9 @@ S_fmt  valid `<tool_call>` blocks / max(open tags, close tags);
 S_name multiset F1 of predicted vs gold tool names (all turns);
 S_key  greedy same-name argument-key Jaccard, averaged over gold calls that have arguments;
 S_val  greedy loose value match (type coercion, case-insensitive strings) over the gold keys;
-S_par  1 iff the first valid block holds as many calls as the first gold step.
+S_par  1 iff the agent's first *step* (the first generation turn that makes calls) holds as many valid calls as
+       the first gold step (the paper's definition; the reference code counted the first `<tool_call>` *block*,
+       which an agent following "one call per block" can only satisfy with one call — `par_unit="block"` keeps it).
 """
 
 from __future__ import annotations
@@ -129,15 +131,23 @@ def key_value_scores(pred_calls: Sequence[Call], gold_calls: Sequence[Call]) -> 
     return key_sum / len(graded), val_sum / len(graded)
 
 
-def parallel_score(blocks: Sequence[Sequence[Call]], gold_steps: Sequence[Sequence[Call]]) -> float:
-    """1.0 iff the first valid block's call count equals the first gold step's call count (0 when absent)."""
+def parallel_score(steps: Sequence[Sequence[Call]], gold_steps: Sequence[Sequence[Call]]) -> float:
+    """1.0 iff the first predicted step's call count equals the first gold step's call count (0 calls when absent).
+
+    Args:
+        steps: Predicted calls grouped by step (turns, or blocks for the reference variant); only the first counts.
+        gold_steps: Gold calls as steps.
+    """
     gold_first = len(gold_steps[0]) if gold_steps else 0
-    pred_first = len(blocks[0]) if blocks else 0
+    pred_first = len(steps[0]) if steps else 0
     return 1.0 if gold_first == pred_first else 0.0
 
 
 def hierr_score(
-    parsed: BlockParse, gold_steps: Sequence[Sequence[Call]], weights: HierRWeights = HierRWeights()
+    parsed: BlockParse,
+    gold_steps: Sequence[Sequence[Call]],
+    weights: HierRWeights = HierRWeights(),
+    first_step: Sequence[Call] | None = None,
 ) -> HierRScores:
     """R_tool for one response.
 
@@ -145,6 +155,8 @@ def hierr_score(
         parsed: Block parse of the think-stripped response (`parse.extract_tool_calls`).
         gold_steps: Gold calls as steps (`parse.normalize_gold`).
         weights: Sub-score weights.
+        first_step: The valid calls of the agent's first step (`parse.first_step_calls`); None = the reference
+            code's rule (the first valid block).
 
     Returns:
         The five sub-scores and their weighted sum.
@@ -153,7 +165,7 @@ def hierr_score(
     s_fmt = parsed.valid_n / parsed.denom if parsed.denom else 0.0
     s_name = name_f1([c.name for c in parsed.calls], [c.name for c in gold_flat])
     s_key, s_val = key_value_scores(parsed.calls, gold_flat)
-    s_par = parallel_score(parsed.blocks, gold_steps)
+    s_par = parallel_score(parsed.blocks if first_step is None else [first_step], gold_steps)
     r_tool = weights.fmt * s_fmt + weights.name * s_name + weights.key * s_key + weights.val * s_val
     r_tool += weights.par * s_par
     return HierRScores(s_fmt, s_name, s_key, s_val, s_par, r_tool)

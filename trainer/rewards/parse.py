@@ -23,6 +23,8 @@ __all__ = [
     "tool_responses",
     "final_response",
     "normalize_gold",
+    "remove_call_blocks",
+    "first_step_calls",
 ]
 
 _THINK_RE = re.compile(r"<think(?:ing)?>(.*?)</think(?:ing)?>", re.DOTALL)
@@ -128,6 +130,31 @@ def extract_tool_calls(text: str, allowed_tools: list[str] | tuple[str, ...] | N
         error = "partial"
     flat = tuple(call for block in blocks for call in block)
     return BlockParse(open_n, close_n, tuple(blocks), error, flat)
+
+
+def remove_call_blocks(text: str) -> str:
+    """The text with every complete `<tool_call>…</tool_call>` block removed."""
+    return _CALL_RE.sub("", text)
+
+
+def first_step_calls(solution_str: str, allowed_tools: list[str] | tuple[str, ...] | None) -> tuple[Call, ...] | None:
+    """The valid calls of the agent's first *step*: the first generation turn that opens a `<tool_call>`.
+
+    SLCA-GRPO's S_par compares the number of calls of the first step (turn) with the first gold step; the rollout
+    executes every call of a turn together, so a turn with one call per block is one step.
+
+    Args:
+        solution_str: The decoded response (generations and observations).
+        allowed_tools: Names the sample offers; `None` accepts any name.
+
+    Returns:
+        The valid calls of that turn, or None when no turn holds a call tag.
+    """
+    for turn in split_agent_turns(solution_str):
+        parsed = extract_tool_calls(strip_think(turn), allowed_tools)
+        if parsed.open_n or parsed.close_n:
+            return parsed.calls
+    return None
 
 
 def _lenient_arguments(obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,5 +1,10 @@
 """One trajectory → the reward-components dict of the contract in `trainer.rewards` (HierR + judge + omission
-guard + TARA per-turn + state equivalence).
+guard + TARA per-turn + ToolPO paper rewards + state equivalence).
+
+`Scorer.score` is total: any input (bad ground truth, numpy columns, garbage recorded calls with string / list /
+number / null arguments, a missing environment, a judge outage, an internal bug) gives the full key set; what went
+wrong is an `error_type` value, never an exception, because verl evicts the whole prompt group when the reward
+function raises.
 """
 
 from __future__ import annotations
@@ -7,19 +12,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Mapping, Sequence
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gustforge.errors import GustError
 from trainer.rewards import COMPONENT_KEYS, NO_CALL_PENALTY
-from trainer.rewards.hierr import HierRScores, HierRWeights, hierr_score
+from trainer.rewards.hierr import HierRScores, HierRWeights, hierr_score, loose_eq
 from trainer.rewards.judge import JUDGES, Judge, JudgeInput, JudgeResult, make_judge_input, short_circuit
 from trainer.rewards.parse import (
     BlockParse,
     Call,
     extract_tool_calls,
     final_response,
+    first_step_calls,
     normalize_gold,
     parse_calls_lenient,
     split_agent_turns,
@@ -29,12 +38,27 @@ from trainer.rewards.parse import (
 from trainer.rewards.state import StateResult, load_environment, state_equivalence
 from trainer.rewards.tara import tara_turn_rewards
 
-__all__ = ["RewardConfig", "Scorer", "TURN_CALLS_KEY", "FINAL_HASH_KEY", "agent_turn_calls"]
+__all__ = [
+    "RewardConfig",
+    "Scorer",
+    "SessionPool",
+    "TURN_CALLS_KEY",
+    "FINAL_HASH_KEY",
+    "PARSED_CALLS_KEY",
+    "LOOP_CLASS_KEY",
+    "agent_turn_calls",
+    "toolpo_rewards",
+]
+
+logger = logging.getLogger(__name__)
 
 # extra_info keys written by `trainer.agent_loop.GustToolAgentLoop` (via the agent loop's extra_fields).
 TURN_CALLS_KEY = "gust_turn_calls"
 FINAL_HASH_KEY = "gust_final_db_hash"
+PARSED_CALLS_KEY = "gust_parsed_calls"
+LOOP_CLASS_KEY = "gust_agent_loop_class"
 _STATE_MODES = ("replay", "rollout", "off")
+_PAR_UNITS = ("step", "block")
 
 
 @dataclass(frozen=True)
@@ -48,9 +72,12 @@ class RewardConfig:
         w_process: Weight of R_tool in `score`.
         w_summary: Weight of R_sum in `score`.
         no_call_penalty: R_sum override (and score) of the omission guard.
-        state_mode: "replay" (fresh env, replay the parsed calls), "rollout" (use the final DB hash the agent
-            loop reported from the trajectory's own env, replay when absent) or "off".
-        env_root: Base folder for relative `env_dir` values.
+        state_mode: "off" (default: `state_match` is a metric no estimator reads, and each check costs a sandbox
+            worker), "replay" (replay the parsed calls on pooled sandbox sessions of the environment, reset between
+            trajectories) or "rollout" (the final DB hash the agent loop reported from the trajectory's own env;
+            replay when absent).
+        env_root: Base folder for relative `env_dir` values (the root `trainer.convert` records in the parquet).
+        par_unit: S_par counts the first "step" (turn; the paper) or the first "block" (the reference code).
     """
 
     judge: str = "heuristic"
@@ -59,29 +86,121 @@ class RewardConfig:
     w_process: float = 1.0
     w_summary: float = 1.0
     no_call_penalty: float = NO_CALL_PENALTY
-    state_mode: str = "replay"
+    state_mode: str = "off"
     env_root: str = "."
+    par_unit: str = "step"
 
     def __post_init__(self) -> None:
         if self.state_mode not in _STATE_MODES:
             raise ValueError(f"state_mode must be one of {_STATE_MODES}, got {self.state_mode!r}")
+        if self.par_unit not in _PAR_UNITS:
+            raise ValueError(f"par_unit must be one of {_PAR_UNITS}, got {self.par_unit!r}")
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays / scalars (pandas-loaded parquet columns) to Python values."""
+    return value.tolist() if hasattr(value, "tolist") and not isinstance(value, (str, bytes)) else value
 
 
 def _decode_json(value: Any, default: Any) -> Any:
-    if value is None or value == "":
+    value = _plain(value)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    if value is None or (isinstance(value, str) and not value.strip()):
         return default
     if isinstance(value, str):
-        return json.loads(value)
-    return value.tolist() if hasattr(value, "tolist") else value
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return default
+    return value
+
+
+def _recorded_arguments(value: Any) -> dict[str, Any] | None:
+    """Arguments as the rollout recorded them: an object, or a JSON string holding one; anything else is invalid."""
+    value = _plain(value)
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _recorded_turns(recorded: Any) -> list[list[Call]] | None:
+    turns = _decode_json(recorded, None)
+    if not isinstance(turns, list):
+        return None
+    out: list[list[Call]] = []
+    for turn in turns:
+        calls: list[Call] = []
+        for item in _plain(turn) if isinstance(_plain(turn), list) else []:
+            item = _plain(item)
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+                continue
+            arguments = _recorded_arguments(item.get("arguments"))
+            if arguments is not None:
+                calls.append(Call(item["name"], arguments))
+        out.append(calls)
+    return out
 
 
 def agent_turn_calls(solution_str: str, extra_info: Mapping[str, Any] | None) -> list[list[Call]]:
-    """The agent's calls per generation turn: the agent loop's record when present, else parsed from the text."""
-    recorded = (extra_info or {}).get(TURN_CALLS_KEY)
-    if recorded is not None and recorded != "":
-        turns = _decode_json(recorded, [])
-        return [[Call(c["name"], dict(c.get("arguments") or {})) for c in turn] for turn in turns]
+    """The agent's calls per generation turn: the agent loop's record when present and readable, else parsed
+    from the text. Recorded calls whose arguments are not an object (string, list, number) are dropped: the
+    reward counts them as invalid, like the block parser does."""
+    recorded = (extra_info or {}).get(TURN_CALLS_KEY) if isinstance(extra_info, Mapping) else None
+    turns = _recorded_turns(recorded) if recorded is not None else None
+    if turns is not None:
+        return turns
     return [parse_calls_lenient(strip_think(turn)) for turn in split_agent_turns(solution_str)]
+
+
+def _strict_match(gold: Call, pred: Call) -> bool:
+    """ToolPO's C(a): same name, every gold key present, every gold value loosely equal."""
+    return gold.name == pred.name and all(
+        key in pred.arguments and loose_eq(pred.arguments[key], value) for key, value in gold.arguments.items()
+    )
+
+
+def _max_matching(gold: Sequence[Call], pred: Sequence[Call]) -> int:
+    """Size of a maximum one-to-one matching of gold calls to strictly matching predicted calls."""
+    owner = [-1] * len(pred)
+
+    def augment(g: int, seen: list[bool]) -> bool:
+        for p, call in enumerate(pred):
+            if seen[p] or not _strict_match(gold[g], call):
+                continue
+            seen[p] = True
+            if owner[p] < 0 or augment(owner[p], seen):
+                owner[p] = g
+                return True
+        return False
+
+    return sum(augment(g, [False] * len(pred)) for g in range(len(gold)))
+
+
+def toolpo_rewards(
+    parsed: BlockParse, gold: Sequence[Sequence[Call]], first_step: Sequence[Call]
+) -> tuple[float, float]:
+    """ToolPO's paper rewards (SLCA-GRPO App. C.4): (R_succ by the reference rule of Eq. 28, R_action).
+
+    R_action = Σ C(a) / |gold_flat| with a one-to-one strict matching (1.0 when there is no gold and no call).
+    R_succ = 1 iff every tag pair is a valid block (N_valid = N_open = N_close), the predicted and gold name
+    multisets are equal, the first step has as many calls as the first gold step, and every gold call has a strict
+    match (its keys present, values loosely equal).
+    """
+    flat = [call for step in gold for call in step]
+    calls = list(parsed.calls)
+    matched = _max_matching(flat, calls) if flat else 0
+    r_action = matched / len(flat) if flat else (0.0 if calls else 1.0)
+    well_formed = parsed.valid_n == parsed.open_n == parsed.close_n
+    same_names = sorted(c.name for c in calls) == sorted(c.name for c in flat)
+    same_init = len(first_step) == (len(gold[0]) if gold else 0)
+    r_succ = float(well_formed and same_names and same_init and matched == len(flat))
+    return r_succ, float(r_action)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +208,7 @@ class _Prep:
     gt: Mapping[str, Any]
     extra_info: Mapping[str, Any]
     parsed: BlockParse
+    first_step: tuple[Call, ...]
     gold: list[list[Call]]
     turns: list[list[Call]]
     omission: bool
@@ -106,27 +226,72 @@ class _ResetSession:
         return contextlib.nullcontext(self.live)
 
 
+class _DiscardSession(Exception):
+    def __init__(self, result: StateResult) -> None:
+        super().__init__(result.error)
+        self.result = result
+
+
+class SessionPool:
+    """Live sandbox sessions per environment folder, reused (reset) across trajectories; thread-safe.
+
+    verl runs the synchronous reward function in executor threads, so several replays may run at once: each takes
+    a free session of its environment (or starts one) and puts it back after the replay.
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[str, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lease(self, env_dir: Path) -> Iterator[Any]:
+        """A live session of `env_dir`, returned to the pool afterwards (closed instead if the replay failed)."""
+        key = str(env_dir)
+        with self._lock:
+            free = self._free.setdefault(key, [])
+            session = free.pop() if free else None
+        if session is None:
+            session = load_environment(env_dir).session()
+        try:
+            yield session
+        except BaseException:
+            session.close()
+            raise
+        with self._lock:
+            self._free[key].append(session)
+
+    def close(self) -> None:
+        with self._lock:
+            sessions = [s for free in self._free.values() for s in free]
+            self._free.clear()
+        for session in sessions:
+            session.close()
+
+
 def _empty(error_type: str) -> dict[str, Any]:
     out: dict[str, Any] = dict.fromkeys(COMPONENT_KEYS, 0)
-    out.update({key: 0.0 for key in ("score", "r_tool", "r_sum", "s_fmt", "s_name", "s_key", "s_val", "s_par")})
+    floats = ("score", "acc", "r_tool", "r_sum", "r_succ", "r_action", "s_fmt", "s_name", "s_key", "s_val", "s_par")
+    out.update({key: 0.0 for key in floats})
     out.update(judge="none", turn_rewards="[]", turn_reward_mean=0.0, state_match=0.0, error_type=error_type)
     return out
 
 
 class Scorer:
-    """Scores trajectories; holds the judge (and its LLM client) so that it is built once per scorer."""
+    """Scores trajectories; holds the judge (and its LLM client) and the replay session pool, built once."""
 
     def __init__(self, config: RewardConfig = RewardConfig(), judge: Judge | None = None) -> None:
         self.config = config
         self.judge = judge if judge is not None else JUDGES.get(config.judge)(dict(config.judge_options))
-        # Only set inside `score_batch`: env dir -> live session reused (reset) across the batch's replays.
-        self._sessions: dict[str, Any] | None = None
+        self.pool = SessionPool()
+
+    def close(self) -> None:
+        """Stop the pooled sandbox sessions."""
+        self.pool.close()
 
     def score_batch(
         self, items: Sequence[tuple[str, Mapping[str, Any] | Any, Mapping[str, Any] | None]]
     ) -> list[dict[str, Any]]:
-        """Score many trajectories; state replays reuse one sandbox session per environment (reset between
-        trajectories) instead of starting a worker per trajectory. Results equal `score` item by item.
+        """Score many trajectories (state replays reuse the pooled sessions). Results equal `score` item by item.
 
         Args:
             items: (solution_str, ground_truth, extra_info) per trajectory.
@@ -134,13 +299,7 @@ class Scorer:
         Returns:
             One components dict per item, in order.
         """
-        self._sessions = {}
-        try:
-            return [self.score(solution, gt, info) for solution, gt, info in items]
-        finally:
-            sessions, self._sessions = self._sessions, None
-            for session in sessions.values():
-                session.close()
+        return [self.score(solution, gt, info) for solution, gt, info in items]
 
     def score(
         self,
@@ -148,7 +307,7 @@ class Scorer:
         ground_truth: Mapping[str, Any] | Any,
         extra_info: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Score one trajectory synchronously (the judge runs inline).
+        """Score one trajectory synchronously (the judge runs inline). Never raises.
 
         Args:
             solution_str: The decoded response.
@@ -158,11 +317,15 @@ class Scorer:
         Returns:
             The components dict (exactly `COMPONENT_KEYS`).
         """
-        prep = self._prepare(solution_str, ground_truth, extra_info)
-        if isinstance(prep, dict):
-            return prep
-        judged = None if prep.omission else short_circuit(prep.judge_input) or self.judge.rate(prep.judge_input)
-        return self._finish(prep, judged)
+        try:
+            prep = self._prepare(solution_str, ground_truth, extra_info)
+            if isinstance(prep, dict):
+                return prep
+            judged = None if prep.omission else short_circuit(prep.judge_input) or self.judge.rate(prep.judge_input)
+            return self._finish(prep, judged)
+        except Exception:  # noqa: BLE001 - the contract: errors become error_type values, verl must not see them
+            logger.exception("reward computation failed; scoring the trajectory as internal_error")
+            return _empty("internal_error")
 
     async def ascore(
         self,
@@ -170,33 +333,48 @@ class Scorer:
         ground_truth: Mapping[str, Any] | Any,
         extra_info: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """`score` with the judge awaited (for verl's async reward loop)."""
-        prep = self._prepare(solution_str, ground_truth, extra_info)
-        if isinstance(prep, dict):
-            return prep
-        judged = None
-        if not prep.omission:
-            judged = short_circuit(prep.judge_input) or await self.judge.arate(prep.judge_input)
-        # the state replay talks to a sandbox process: keep it off the event loop
-        return await asyncio.to_thread(self._finish, prep, judged)
+        """`score` with the judge awaited (for verl's async reward loop). Never raises."""
+        try:
+            prep = self._prepare(solution_str, ground_truth, extra_info)
+            if isinstance(prep, dict):
+                return prep
+            judged = None
+            if not prep.omission:
+                judged = short_circuit(prep.judge_input) or await self.judge.arate(prep.judge_input)
+            # the state replay talks to a sandbox process: keep it off the event loop
+            return await asyncio.to_thread(self._finish, prep, judged)
+        except Exception:  # noqa: BLE001 - see score
+            logger.exception("reward computation failed; scoring the trajectory as internal_error")
+            return _empty("internal_error")
 
     def _prepare(
-        self, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None
+        self, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None
     ) -> _Prep | dict[str, Any]:
+        ground_truth = _plain(ground_truth)
         if not isinstance(ground_truth, Mapping):
             return _empty("invalid_ground_truth")
-        allowed = list(_decode_json(ground_truth.get("allowed_tools"), []) or [])
-        if not allowed:
+        allowed_raw = _decode_json(ground_truth.get("allowed_tools"), [])
+        if not isinstance(allowed_raw, list) or not all(isinstance(name, str) for name in allowed_raw):
+            return _empty("invalid_ground_truth")
+        if not allowed_raw:
             return _empty("missing_allowed_tools")
+        if not isinstance(solution_str, str):
+            solution_str = "" if solution_str is None else str(solution_str)
+        info: Mapping[str, Any] = extra_info if isinstance(extra_info, Mapping) else {}
         text = strip_think(solution_str)
-        parsed = extract_tool_calls(text, allowed)
-        gold = normalize_gold(ground_truth.get("gold_tool_calls"))
-        turns = agent_turn_calls(solution_str, extra_info)
-        question = str(ground_truth.get("question_content") or (extra_info or {}).get("question") or "")
+        parsed = extract_tool_calls(text, allowed_raw)
+        try:
+            gold = normalize_gold(ground_truth.get("gold_tool_calls"))
+        except (ValueError, TypeError, AttributeError):  # json.JSONDecodeError is a ValueError
+            return _empty("invalid_ground_truth")
+        turns = agent_turn_calls(solution_str, info)
+        question = str(ground_truth.get("question_content") or info.get("question") or "")
+        first = first_step_calls(solution_str, allowed_raw)
         return _Prep(
             gt=ground_truth,
-            extra_info=extra_info or {},
+            extra_info=info,
             parsed=parsed,
+            first_step=tuple(first or ()),
             gold=gold,
             turns=turns,
             omission=bool(gold) and parsed.open_n == 0,
@@ -213,12 +391,17 @@ class Scorer:
         path = Path(env_dir)
         path = path if path.is_absolute() else Path(self.config.env_root) / path
         calls = [call for turn in turns for call in turn]
-        if self._sessions is None:
-            return state_equivalence(load_environment(path), calls, expected)
-        key = str(path)
-        if key not in self._sessions:
-            self._sessions[key] = load_environment(path).session()
-        return state_equivalence(_ResetSession(self._sessions[key]), calls, expected)
+        try:
+            with self.pool.lease(path) as live:
+                result = state_equivalence(_ResetSession(live), calls, expected)
+                if result.error:
+                    raise _DiscardSession(result)  # a sandbox fault: do not hand this session out again
+                return result
+        except _DiscardSession as discarded:
+            return discarded.result
+        except GustError as exc:  # missing / broken environment folder
+            logger.warning("state replay impossible for %s: %s", path, exc)
+            return StateResult(True, False, "", f"{type(exc).__name__}: {exc}")
 
     def _finish(self, prep: _Prep, judged: JudgeResult | None) -> dict[str, Any]:
         gt, parsed, gold, turns = prep.gt, prep.parsed, prep.gold, prep.turns
@@ -229,18 +412,23 @@ class Scorer:
             out.update(omission=1, score=cfg.no_call_penalty)
         else:
             assert judged is not None
-            hier: HierRScores = hierr_score(parsed, gold, cfg.weights)
+            first_step = prep.first_step if cfg.par_unit == "step" else None
+            hier: HierRScores = hierr_score(parsed, gold, cfg.weights, first_step=first_step)
             r_tool, r_sum = hier.r_tool, judged.score
             out.update(s_fmt=hier.s_fmt, s_name=hier.s_name, s_key=hier.s_key, s_val=hier.s_val, s_par=hier.s_par)
             out.update(judge=judged.backend, judge_failed=int(judged.failed))
             out.update(judge_parse_failed=int(judged.parse_failed), no_tool_response=int(judged.no_tool_response))
             out["score"] = cfg.w_process * r_tool + cfg.w_summary * r_sum
+        r_succ, r_action = toolpo_rewards(parsed, gold, prep.first_step)
         turn_rewards = tara_turn_rewards(gold, turns) if gt.get("turn_level") and gold else []
         state = self._state(gt, prep.extra_info, turns)
         out.update(
             r_tool=float(r_tool),
             r_sum=float(r_sum),
             score=float(out["score"]),
+            acc=float(out["score"]),
+            r_succ=r_succ,
+            r_action=r_action,
             turn_rewards=json.dumps(turn_rewards),
             turn_count=len(turn_rewards),
             turn_reward_mean=sum(turn_rewards) / len(turn_rewards) if turn_rewards else 0.0,

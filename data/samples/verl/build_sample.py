@@ -1,8 +1,8 @@
 """Rebuild `train.parquet`: three GUST tasks on the hand-written tiny_env fixture, converted by `trainer.convert`.
 
 Run from the repository root: `.venv/bin/python data/samples/verl/build_sample.py`. Golden traces are produced by
-really running the calls in the sandbox (so the DB hashes are real); env_dir is relative to the repository root
-(the SGLS tool's default `env_root: "."`).
+really running the calls in the sandbox (so the DB hashes are real); env_dir is `tiny_env`, relative to the environment
+root that `trainer.convert.write_rows` records once in the parquet metadata (`gust.env_root`, relative to this folder).
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ TASKS = {
 
 def main() -> None:
     records = [make_task(stages, task_id=task_id) for task_id, stages in TASKS.items()]
-    rows, quarantined = gust_to_verl(records, REPO / "tests" / "envgen" / "fixtures",
-                                     env_dir_prefix="tests/envgen/fixtures")
+    rows, quarantined = gust_to_verl(records, REPO / "tests" / "envgen" / "fixtures")
     assert not quarantined, quarantined
     write_rows(Path(__file__).resolve().parent / "train.parquet", rows)
 

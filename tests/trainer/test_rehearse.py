@@ -1,0 +1,92 @@
+"""`gust train --algo A --rehearse`: the CPU pre-flight through verl's classes, for every algorithm.
+
+Each run builds a tiny random model, replays gold and perturbed trajectories of one bundled row through verl's
+AgentLoopWorker / RewardLoopWorker, computes advantages with verl's V1 call and runs verl's policy loss backward.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from flows.cli_train import app
+from trainer.launch import ALGOS
+from trainer.rehearse import VARIANTS, script_for
+
+TOOL_SIGNAL = ("slca", "toolpo", "slca_tara")
+
+
+def _gust() -> typer.Typer:
+    root = typer.Typer()
+    root.add_typer(app, name="train")
+
+    @root.command()
+    def version() -> None:  # a second command, as in the real `gust` app
+        pass
+
+    return root
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_rehearsal_passes_for_every_algorithm(algo: str, tmp_path: Path) -> None:
+    args = ["train", "--algo", algo, "--rehearse", "--rehearse-rows", "1", "--run-dir", str(tmp_path)]
+    result = CliRunner().invoke(_gust(), args)
+    assert result.exit_code == 0, result.output
+    assert f"rehearsal {algo}: PASSED" in result.output
+    report = json.loads((tmp_path / "rehearsal" / f"rehearsal_{algo}.json").read_text())
+    failed = [c for c in report["checks"] if not c["passed"]]
+    assert report["passed"] and not failed, failed
+    assert report["agent_loop_classes"] == {"trainer.agent_loop.GustToolAgentLoop": len(VARIANTS)}
+    by_variant = {t["variant"]: t for t in report["trajectories"]}
+    assert set(by_variant) == set(VARIANTS)
+    for t in report["trajectories"]:  # the rollout executed exactly what the reward counted
+        assert t["executed_calls"] == t["gust_hermes_parsed"] == t["reward_counted"]
+    # verl's stock parser would have dropped these (the episode would have ended)
+    assert {"list_block", "parameters_key"} <= set(report["parser"]["stock_hermes_disagrees_with_reward_on"])
+    assert by_variant["no_call"]["omission"] == 1 and by_variant["gold"]["r_succ"] == 1.0
+    if algo in TOOL_SIGNAL:
+        assert report["advantage"]["tool_nonzero_share"] > 0
+    if algo in ("slca", "slca_tara"):
+        assert report["isolation"]["tool_unchanged"] and report["isolation"]["summary_changed"]
+        assert "[ok] isolation" in result.output
+    grads = report["gradients"]
+    assert grads["grad_norm"] > 0 and grads["cosine_tool_summary"] is not None
+
+
+def test_cli_rehearse_fails_when_the_rollout_parser_disagrees_with_the_reward(tmp_path: Path) -> None:
+    """verl's stock `hermes` parser drops list blocks and "parameters" keys that the reward counts."""
+    args = ["train", "--algo", "slca", "--rehearse", "--rehearse-rows", "1", "--run-dir", str(tmp_path),
+            "actor_rollout_ref.rollout.multi_turn.format=hermes"]
+    result = CliRunner().invoke(_gust(), args)
+    assert result.exit_code == 1, result.output
+    assert "[FAIL] rollout_executes_what_reward_counts" in result.output
+
+
+def test_cli_rehearse_refuses_turn_level_algos_on_rows_without_turn_gold(tmp_path: Path, corpora_dir: Path) -> None:
+    from trainer.convert import toucan_to_verl, write_rows
+
+    previews = [json.loads(line) for line in (corpora_dir / "toucan" / "toucan_toolcall_rl.preview.jsonl").open()]
+    data = write_rows(tmp_path / "toucan.parquet", toucan_to_verl(previews)[0])
+    result = CliRunner().invoke(_gust(), ["train", "--algo", "tara", "--rehearse", "--data", str(data),
+                                          "--run-dir", str(tmp_path / "run")])  # fmt: skip
+    assert result.exit_code == 2 and "turn-level gold" in result.output
+
+
+def test_scripts_perturb_exactly_one_thing() -> None:
+    gold = [[{"name": "f", "arguments": {"a": 1}}], [{"name": "g", "arguments": {}}, {"name": "h", "arguments": {}}]]
+    final = "answer"
+    scripts = {v: script_for(v, gold, final) for v in VARIANTS}
+    assert scripts["gold"] == ['<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>',
+                               '<tool_call>\n{"name": "g", "arguments": {}}\n</tool_call>'
+                               '<tool_call>\n{"name": "h", "arguments": {}}\n</tool_call>', final]  # fmt: skip
+    assert scripts["no_call"] == [final]
+    assert '"WRONG-1"' in scripts["wrong_argument"][0] and scripts["wrong_argument"][1:] == scripts["gold"][1:]
+    assert scripts["missing_call"][1].count("<tool_call>") == 1
+    assert scripts["extra_call"][0].count("<tool_call>") == 2
+    assert scripts["list_block"][0].startswith('<tool_call>\n[{"name": "f"')
+    assert '"arguments": "{\\"a\\": 1}"' in scripts["string_arguments"][0]
+    assert '"parameters": {"a": 1}' in scripts["parameters_key"][0]
