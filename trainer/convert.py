@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from data.io import read_json
 from data.models import QuarantineRecord, TaskRecord, ToolSchema
 from data.verl_rows import read_verl_rows, write_verl_rows
+from gusteval.scenario import build_interaction_kwargs
 from trainer.rewards.parse import normalize_gold
 from trainer.rows import (
     ChatMessage,
@@ -123,6 +124,7 @@ def gust_row(
             split=split,
             task_id=record.task_id,
             tools_kwargs=ToolsKwargs(sgls=ToolKwargs(create_kwargs=create)),
+            interaction_kwargs=build_interaction_kwargs(record, schemas),
         ),
     )
 
