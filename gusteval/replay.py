@@ -43,33 +43,53 @@ def _said(fact: Fact, texts: Sequence[str]) -> bool:
 class GoldReplayPolicy:
     """messages → the replay agent's next message (stateless: the turn is read off the conversation)."""
 
-    def __init__(self, tasks: Sequence[EvalTask], records: Mapping[str, TaskRecord], *, skip_step: bool = False) -> None:
+    def __init__(self, tasks: Sequence[EvalTask], stages: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], *,
+                 skip_step: bool = False, skipped: Sequence[str] = ()) -> None:  # fmt: skip
         self.skip_step = skip_step
-        self.records = dict(records)
+        self._stages = {k: [list(s) for s in v] for k, v in stages.items()}
+        self._skipped = sorted(skipped)
         self._by_opening: dict[tuple[str, str], list[EvalTask]] = {}
         for task in tasks:
             self._by_opening.setdefault((task.system_prompt, task.scenario.opening()), []).append(task)
+
+    @classmethod
+    def from_records(cls, tasks: Sequence[EvalTask], records: Mapping[str, TaskRecord], *,
+                     skip_step: bool = False) -> GoldReplayPolicy:  # fmt: skip
+        """From GUST records (under `skip_step` the last DB-changing stage of each task is left out)."""
+        stages, skipped = {}, []
+        for task_id, record in records.items():
+            kept = list(record.trace.stages)
+            changing = [i for i, s in enumerate(kept) if s.db_hash_before != s.db_hash_after]
+            if skip_step and changing:
+                kept.pop(changing[-1])
+                skipped.append(task_id)
+            stages[task_id] = [[{"name": c.name, "arguments": dict(c.arguments), "stated": sorted(stated_arguments(c))}
+                                for c in s.calls] for s in kept if s.calls]  # fmt: skip
+        return cls(tasks, stages, skip_step=skip_step, skipped=skipped)
+
+    @classmethod
+    def from_tasks(cls, tasks: Sequence[EvalTask]) -> GoldReplayPolicy:
+        """From tasks alone (verl rows): an argument is stated when the user holds a fact with its key and value."""
+        stages = {}
+        for task in tasks:
+            facts = {(f.key, json.dumps(f.value, sort_keys=True)) for f in task.scenario.facts}
+            stages[task.task_id] = [[{"name": c.name, "arguments": dict(c.arguments),
+                                      "stated": sorted(k for k, v in c.arguments.items()
+                                                       if (k, json.dumps(v, sort_keys=True)) in facts)}
+                                     for c in step] for step in task.gold]  # fmt: skip
+        return cls(tasks, stages)
 
     @property
     def model_name(self) -> str:
         return "gold-replay-skip" if self.skip_step else "gold-replay"
 
     def stages(self, task_id: str) -> list[list[dict[str, Any]]]:
-        """The stages this policy emits for a task (one skipped under `skip_step`)."""
-        stages = list(self.records[task_id].trace.stages)
-        if self.skip_step:
-            changing = [i for i, s in enumerate(stages) if s.db_hash_before != s.db_hash_after]
-            if changing:
-                stages.pop(changing[-1])
-        return [[{"name": c.name, "arguments": dict(c.arguments), "stated": sorted(stated_arguments(c))} for c in s.calls]
-                for s in stages if s.calls]  # fmt: skip
+        """The stages this policy emits for a task."""
+        return self._stages[task_id]
 
     def skipped_tasks(self) -> list[str]:
-        """Tasks in which `skip_step` leaves a stage out."""
-        if not self.skip_step:
-            return []
-        return sorted(t for t, r in self.records.items()
-                      if any(s.db_hash_before != s.db_hash_after for s in r.trace.stages))  # fmt: skip
+        """Tasks in which `skip_step` left a stage out."""
+        return list(self._skipped)
 
     def respond(self, messages: Sequence[Mapping[str, Any]]) -> str:
         system = next((str(m.get("content") or "") for m in messages if m.get("role") == "system"), "")
@@ -177,7 +197,7 @@ def load_policy(data: Path, *, envs_dir: Path | None = None, skip_step: bool = F
 
     tasks = load_eval_tasks(data, envs_dir=envs_dir)
     records = {r.task_id: r for r in read_gust(Path(data) if Path(data).is_dir() else Path(data).parent.parent)}
-    return GoldReplayPolicy(tasks, records, skip_step=skip_step)
+    return GoldReplayPolicy.from_records(tasks, records, skip_step=skip_step)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
