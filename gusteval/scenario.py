@@ -139,14 +139,15 @@ def build_scenario(record: TaskRecord, schemas: Sequence[ToolSchema]) -> UserSce
     if not calls:
         raise InputError(f"task {record.task_id} has no calls")
     last = record.trace.stages[-1].calls or record.trace.stages[-2].calls
-    final_goal = " and ".join(dict.fromkeys(_purpose(c.name, by_name) for c in last))
+    final_steps = list(dict.fromkeys(_purpose(c.name, by_name) for c in last))
+    final_goal = " and ".join(final_steps)
     facts: dict[tuple[str, str], Fact] = {}
     criteria: dict[tuple[str, str], PickCriterion] = {}
     steps: list[str] = []
     for position, call in enumerate(calls):
         purpose = _purpose(call.name, by_name)
         stated = stated_arguments(call)
-        if stated and purpose not in steps and purpose != final_goal:
+        if stated and purpose not in steps and purpose not in final_steps:
             steps.append(purpose)
         for arg, value in sorted(stated.items()):
             facts.setdefault((arg, canonical_json(value)), Fact(name=_humanize(arg), key=arg, value=value,

@@ -100,7 +100,7 @@ def _terms(fact: Fact) -> list[str]:
 
 
 def _value_text(value: Any) -> str:
-    return str(value).lower() if not isinstance(value, (dict, list)) else format_value(value).lower()
+    return _norm(str(value) if not isinstance(value, (dict, list)) else format_value(value)).strip()
 
 
 class OfflineUserSimulator:
@@ -123,7 +123,7 @@ class OfflineUserSimulator:
         text = _norm(visible_text(agent_message))
         asked = [f for f in self.scenario.facts if any(_mentions(text, t) for t in _terms(f))]
         is_question = _QUESTION.search(text) is not None
-        if _CONFIRM.search(text):
+        if _CONFIRM.search(text) and not re.search(r"\b(which|what)\b", text):
             return self._confirm(text, asked)
         if is_question and asked:
             return UserReply(content=" ".join(f"The {f.name} is {format_value(f.value)}." for f in asked))
@@ -139,7 +139,8 @@ class OfflineUserSimulator:
                          reason="goal_reached")  # fmt: skip
 
     def _confirm(self, text: str, mentioned: list[Fact]) -> UserReply:
-        wrong = [f for f in mentioned if _value_text(f.value) not in text]
+        right_keys = {f.key for f in mentioned if _value_text(f.value) in text}
+        wrong = [f for f in mentioned if f.key not in right_keys]  # no held value of that kind was proposed
         if wrong:
             fixes = " ".join(f"The {f.name} is {format_value(f.value)}." for f in wrong)
             return UserReply(content=f"No, that's not right. {fixes}", reason="refuse")
