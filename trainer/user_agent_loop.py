@@ -111,15 +111,22 @@ class GustUserAgentLoop(GustToolAgentLoop):
                                                                 if m["role"] == "user"])  # fmt: skip
         return output
 
-    async def _handle_generating_state(
-        self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
-    ) -> AgentState:
-        messages_before = len(agent_data.messages)
-        state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
-        replied_without_call = len(agent_data.messages) > messages_before and not agent_data.tool_calls
-        if state is not AgentState.TERMINATED or not replied_without_call or self._user is None:
-            return state
+    async def on_reply_without_tool_call(self, agent_data: AgentData, sampling_params: dict[str, Any]) -> AgentState:
+        """The agent replied without a tool call (no limit hit): the simulated user's turn (issue 12's hook)."""
+        if self._user is None:
+            return AgentState.TERMINATED
         return await self._user_turn(agent_data)
+
+    if not hasattr(GustToolAgentLoop, "on_reply_without_tool_call"):  # pragma: no cover - until issue 12's hook
+
+        async def _handle_generating_state(
+            self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
+        ) -> AgentState:
+            messages_before = len(agent_data.messages)  # verl appends the reply only when no limit was hit
+            state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
+            if state is AgentState.TERMINATED and len(agent_data.messages) > messages_before and not agent_data.tool_calls:
+                return await self.on_reply_without_tool_call(agent_data, sampling_params)
+            return state
 
     async def _user_turn(self, agent_data: AgentData) -> AgentState:
         """The agent's reply goes to the simulated user; a non-final reply becomes the next (masked) user turn."""
@@ -186,8 +193,12 @@ class _UserTurnRewardMixin:
         return wrapped
 
 
-class SegmentGustUserAgentLoop(_UserTurnRewardMixin, SegmentRewardMixin, TurnTokenCapMixin, GustUserAgentLoop):
-    """The training class of simulated-user mode: user turn + reward layouts + per-turn token cap."""
+# the reward layouts and the per-turn cap, unless the base loop already has them (issue 12 mixes them in)
+_LAYOUT_MIXINS = () if issubclass(GustToolAgentLoop, SegmentRewardMixin) else (SegmentRewardMixin, TurnTokenCapMixin)
+
+
+class SegmentGustUserAgentLoop(_UserTurnRewardMixin, *_LAYOUT_MIXINS, GustUserAgentLoop):  # type: ignore[misc]
+    """The training class of simulated-user mode: user turn + reward layouts (on agent turns) + per-turn token cap."""
 
 
 def user_sim_overrides(user: str = "offline") -> list[str]:

@@ -39,7 +39,8 @@ from trainer.rewards import decode_turn_rewards
 from trainer.rewards.score import FINAL_HASH_KEY, TURN_CALLS_KEY
 from trainer.user_agent_loop import USER_LOOPS_FILE, USER_TURNS_KEY, agent_turn_mask
 
-__all__ = ["CHATML_TEMPLATE", "tiny_chatml_tokenizer", "ScriptedServerManager", "rehearse_user_loop"]
+__all__ = ["CHATML_TEMPLATE", "tiny_chatml_tokenizer", "ScriptedServerManager", "register_user_loops",
+           "rehearse_user_loop"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHATML_TEMPLATE = (
@@ -152,13 +153,23 @@ def _answers(out: Any) -> list[str]:
     return list(json.loads(out.extra_fields.get("gust_user_messages") or "[]"))
 
 
-def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara") -> dict[str, Any]:
+def register_user_loops() -> None:
+    """What `AgentLoopWorker.__init__` does with `agent_loop_config_path`: the registry file's entries win."""
+    for entry in OmegaConf.load(USER_LOOPS_FILE):
+        _agent_loop_registry[entry.name] = entry
+
+
+def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara", agent_name: str | None = None,
+                       register: bool = True) -> dict[str, Any]:  # fmt: skip
     """Run `limit` GUST rows of a verl parquet through simulated-user mode on CPU and check the invariants.
 
     Args:
         data: verl RL parquet from `gust build` (rows with `interaction_kwargs`, absolute env dirs).
         limit: Rows to rehearse.
         adv_estimator: Decides the reward layout (`tara` puts turn rewards on turn ends).
+        agent_name: Route every row to this registered name (default: the row's `agent_name`).
+        register: Load the registry file first (False when the caller did, in verl's order, before any import of
+            our modules).
 
     Returns:
         {"ok": all rows passed, "rows": per-row report with the checks}.
@@ -166,15 +177,15 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
     rows = [r for r in read_verl_rows(Path(data)) if r.get("data_source") == "gust"][:limit]
     policy = GoldReplayPolicy.from_tasks(_tasks_from_verl(rows, Path.cwd()))
     tokenizer = tiny_chatml_tokenizer()
-    for entry in OmegaConf.load(USER_LOOPS_FILE):  # AgentLoopWorker.__init__: the registry file wins
-        _agent_loop_registry[entry.name] = entry
+    if register:
+        register_user_loops()
     tools = load_all_tools(tool_config_path=str(CONFIG_DIR / "tools.yaml"), function_tool_path=None)
     config = _config(adv_estimator)
     manager = ScriptedServerManager(policy, tokenizer)
     reports = []
     for row in rows:
         loop = hydra.utils.instantiate(
-            config=_agent_loop_registry[row["agent_name"]], trainer_config=DictConfigWrap(config=config),
+            config=_agent_loop_registry[agent_name or row["agent_name"]], trainer_config=DictConfigWrap(config=config),
             server_manager=manager, tokenizer=tokenizer, processor=None, hf_model_type="qwen2", dataset_cls=None,
             data_config=DictConfigWrap(config.data), tools=ToolListWrap(tools),
         )  # fmt: skip
