@@ -38,6 +38,8 @@ __all__ = [
     "EvalTask",
     "TrialResult",
     "load_eval_tasks",
+    "tasks_from_verl_rows",
+    "verl_env_root",
     "run_trial",
     "evaluate_tasks",
     "TRIALS_FILE",
@@ -137,7 +139,7 @@ def _tasks_from_records(records: Sequence[TaskRecord], envs_dir: Path) -> list[E
     return tasks
 
 
-def _tasks_from_verl(rows: Sequence[Mapping[str, Any]], env_root: Path) -> list[EvalTask]:
+def tasks_from_verl_rows(rows: Sequence[Mapping[str, Any]], env_root: Path) -> list[EvalTask]:
     tasks = []
     for row in rows:
         gt = row["reward_model"]["ground_truth"]
@@ -157,13 +159,26 @@ def _tasks_from_verl(rows: Sequence[Mapping[str, Any]], env_root: Path) -> list[
     return tasks
 
 
+ENV_ROOT_KEY = b"gust.env_root"  # parquet metadata: the root of relative env dirs, relative to the parquet's folder
+
+
+def verl_env_root(path: Path, default: Path | None = None) -> Path:
+    """The base of relative `env_dir`s of a verl parquet: its recorded `gust.env_root`, else `default` (cwd)."""
+    import pyarrow.parquet as pq
+
+    recorded = (pq.read_schema(Path(path)).metadata or {}).get(ENV_ROOT_KEY)
+    if recorded:
+        return (Path(path).parent / recorded.decode()).resolve()
+    return Path(default) if default is not None else Path.cwd()
+
+
 def load_eval_tasks(data: Path, *, envs_dir: Path | None = None, limit: int | None = None) -> list[EvalTask]:
     """Tasks from a GUST export (folder or shard parquet) or a verl RL parquet written by `gust build`.
 
     Args:
         data: `OUT/gust` (folder), one of its shards, or `OUT/verl/*.parquet` (rows with `interaction_kwargs`).
         envs_dir: Folder of the environments for GUST data (default: `envs/` beside the GUST folder); the base of
-            relative `env_dir`s for verl rows (default: the current folder).
+            relative `env_dir`s for verl rows (default: the parquet's recorded `gust.env_root`, else the cwd).
         limit: Keep only the first tasks.
 
     Raises:
@@ -188,7 +203,7 @@ def load_eval_tasks(data: Path, *, envs_dir: Path | None = None, limit: int | No
     rows = [r for r in read_verl_rows(data) if r.get("data_source") == "gust"]
     if not rows:
         raise InputError(f"{data} holds no GUST rows")
-    return _tasks_from_verl(rows[:limit], Path(envs_dir) if envs_dir is not None else Path.cwd())
+    return tasks_from_verl_rows(rows[:limit], Path(envs_dir) if envs_dir is not None else verl_env_root(data))
 
 
 # ------------------------------------------------------------------------------------------------ one trial

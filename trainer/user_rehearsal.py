@@ -32,7 +32,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from data.verl_rows import read_verl_rows
 from gusteval.replay import GoldReplayPolicy
-from gusteval.runner import _tasks_from_verl
+from gusteval.runner import tasks_from_verl_rows, verl_env_root
 from trainer.compute_score import compute_score
 from trainer.reward_manager import run_ends
 from trainer.rewards import decode_turn_rewards
@@ -175,12 +175,14 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
         {"ok": all rows passed, "rows": per-row report with the checks}.
     """
     rows = [r for r in read_verl_rows(Path(data)) if r.get("data_source") == "gust"][:limit]
-    policy = GoldReplayPolicy.from_tasks(_tasks_from_verl(rows, Path.cwd()))
+    env_root = verl_env_root(Path(data))
+    policy = GoldReplayPolicy.from_tasks(tasks_from_verl_rows(rows, env_root))
     tokenizer = tiny_chatml_tokenizer()
     if register:
         register_user_loops()
     tools = load_all_tools(tool_config_path=str(CONFIG_DIR / "tools.yaml"), function_tool_path=None)
     config = _config(adv_estimator)
+    config.gust = {"env_root": str(env_root)}  # relative env dirs resolve against the recorded root
     manager = ScriptedServerManager(policy, tokenizer)
     reports = []
     for row in rows:
