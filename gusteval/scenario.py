@@ -163,8 +163,11 @@ def build_scenario(record: TaskRecord, schemas: Sequence[ToolSchema]) -> UserSce
                         pick_criteria=tuple(criteria.values()))  # fmt: skip
 
 
-def build_interaction_kwargs(record: TaskRecord, schemas: Sequence[ToolSchema]) -> dict[str, str]:
-    """`extra_info.interaction_kwargs` of the task's verl row (see the module docstring)."""
+def build_interaction_kwargs(record: TaskRecord, schemas: Sequence[ToolSchema]) -> dict[str, str] | None:
+    """`extra_info.interaction_kwargs` of the task's verl row (see the module docstring); None for a task without
+    calls (no goal to play: the row keeps its fixed prompt in every mode)."""
+    if not any(stage.calls for stage in record.trace.stages):
+        return None
     return build_scenario(record, schemas).to_kwargs()
 
 
