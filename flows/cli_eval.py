@@ -29,10 +29,10 @@ def gust(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
 ) -> None:
     """Run the agent on each task's environment with a simulated user, k seeded trials; report pass^k."""
-    from gustforge.errors import GustError
-    from gustforge.llm import LLMSettings
     from gusteval.runner import GustEvalConfig
     from gusteval.user_sim import USER_SIMULATORS
+    from gustforge.errors import GustError
+    from gustforge.llm import LLMSettings
 
     if not data.exists():
         raise _fail(f"evaluation data not found: {data}")

@@ -6,8 +6,8 @@ from typing import Any
 
 from prefect import flow
 
-from gustforge.llm import LLMSettings
 from gusteval.runner import GustEvalConfig
+from gustforge.llm import LLMSettings
 from tasks.gust_eval import gust_eval_task
 
 __all__ = ["gust_eval_flow"]

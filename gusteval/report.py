@@ -8,9 +8,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from data.io import atomic_write_bytes, atomic_write_text, write_json
-from gustforge.llm import LLMClient, LLMSettings
 from gusteval.metrics import PROCESS_METRICS, GustEvalSummary, aggregate_trials
 from gusteval.runner import GustEvalConfig, evaluate_tasks, load_eval_tasks
+from gustforge.llm import LLMClient, LLMSettings
 
 __all__ = ["render_markdown", "render_figure", "write_report", "run_gust_eval"]
 
@@ -125,7 +125,8 @@ def run_gust_eval(
         results, lost = client.run_sync(evaluate_tasks(tasks, client, cfg, out_dir, user_client=user_client))
     served = Counter(r.model for r in results if r.model).most_common(1)
     summary = aggregate_trials(
-        results, trials=cfg.trials, model=model.model or (served[0][0] if served else "(endpoint default)"), user=cfg.user,
+        results, trials=cfg.trials, model=model.model or (served[0][0] if served else "(endpoint default)"),
+        user=cfg.user,
         expected_tasks=len(tasks), lost=len(lost), bootstrap_samples=cfg.bootstrap_samples,
         confidence=cfg.confidence, seed=cfg.seed,
     )  # fmt: skip

@@ -26,10 +26,10 @@ from pydantic import Field
 
 from data.io import append_jsonl, read_jsonl, write_jsonl
 from data.models import StrictModel, TaskRecord
-from gustforge.errors import GustError, InputError, LLMError, SandboxError
-from gustforge.llm import ChatResult, LLMClient
 from gusteval.scenario import UserScenario, build_scenario, scenario_from_kwargs
 from gusteval.user_sim import UserReply, UserSimulator, make_user_simulator, visible_text
+from gustforge.errors import GustError, InputError, LLMError, SandboxError
+from gustforge.llm import ChatResult, LLMClient
 from trainer.rewards.hierr import key_value_scores, name_f1
 from trainer.rewards.parse import Call, normalize_gold, parse_calls_lenient, strip_think
 
@@ -324,7 +324,8 @@ async def run_trial(task: EvalTask, trial: int, client: LLMClient, user: UserSim
     key, value = key_value_scores(counters.calls, gold) if gold else (1.0, 1.0)
     success = final_hash == task.expected_final_hash
     return TrialResult(
-        task_id=task.task_id, env_id=task.env_id, trial=trial, model=counters.model, success=success, final_db_hash=final_hash,
+        task_id=task.task_id, env_id=task.env_id, trial=trial, model=counters.model, success=success,
+        final_db_hash=final_hash,
         expected_final_hash=task.expected_final_hash, state_changing=task.state_changing, end_reason=end_reason,
         failure=_failure(task, success, counters, end_reason),
         name_f1=name_f1([c.name for c in counters.calls], [c.name for c in gold]), arg_match=(key + value) / 2,

@@ -119,7 +119,8 @@ def _pick_criterion(arg: str, source: str, earlier: Sequence[TraceCall]) -> Pick
             if _ID_LIKE.search(field) or isinstance(value, (dict, list)) or value in (None, ""):
                 continue
             if sum(1 for item in items if isinstance(item, Mapping) and item.get(field) == value) == 1:
-                return PickCriterion(about=about, criterion=f"the one whose {_humanize(field)} is {format_value(value)}")
+                criterion = f"the one whose {_humanize(field)} is {format_value(value)}"
+                return PickCriterion(about=about, criterion=criterion)
     return PickCriterion(about=about, criterion=f"the {_ordinal(index + 1)} one listed")
 
 

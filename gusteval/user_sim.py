@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from data.models import StrictModel
+from gusteval.scenario import Fact, UserScenario
 from gustforge.errors import LLMError
 from gustforge.registry import Registry
-from gusteval.scenario import Fact, UserScenario
 from tdg.taskgen import format_value
 
 __all__ = [
@@ -56,7 +56,8 @@ _CONFIRM = re.compile(
 )
 _GIVE_UP = re.compile(r"\b(i can't|i cannot|i am unable|i'm unable|unable to|not able to|i'm sorry, but|give up)\b")
 _ACTIONS = ("cancel", "delete", "remove", "refund", "close", "terminate", "deactivate", "transfer", "pay", "book",
-            "create", "update", "change", "send", "email", "register", "assign", "approve", "reject", "return")  # fmt: skip
+            "create", "update", "change", "send", "email", "register", "assign", "approve", "reject",
+            "return")  # fmt: skip
 
 
 class UserReply(StrictModel):

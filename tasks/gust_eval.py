@@ -8,9 +8,9 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 
-from gustforge.llm import LLMSettings
 from gusteval.report import run_gust_eval
 from gusteval.runner import GustEvalConfig
+from gustforge.llm import LLMSettings
 
 __all__ = ["gust_eval_task"]
 
@@ -21,5 +21,6 @@ def gust_eval_task(data: str, out_dir: str, model: LLMSettings, cfg: GustEvalCon
     summary = run_gust_eval(Path(data), Path(out_dir), model=model, cfg=cfg, user_model=user_model,
                             envs_dir=Path(envs_dir) if envs_dir else None)  # fmt: skip
     create_markdown_artifact(key="gust-eval", markdown=(Path(out_dir) / "report.md").read_text(encoding="utf-8"))
-    get_run_logger().info("gust eval: %d tasks x %d trials, %d lost", summary.tasks, summary.trials, summary.lost_trials)
+    counts = summary.tasks, summary.trials, summary.lost_trials
+    get_run_logger().info("gust eval: %d tasks x %d trials, %d lost", *counts)
     return summary.model_dump(mode="json")

@@ -29,9 +29,9 @@ from pydantic import PrivateAttr
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState
 
-from gustforge.errors import InputError
 from gusteval.scenario import scenario_from_kwargs
 from gusteval.user_sim import UserSimulator, make_user_simulator, visible_text
+from gustforge.errors import InputError
 from trainer.agent_loop import GustToolAgentLoop
 from trainer.reward_manager import (
     SegmentRewardMixin,
@@ -124,7 +124,8 @@ class GustUserAgentLoop(GustToolAgentLoop):
         ) -> AgentState:
             messages_before = len(agent_data.messages)  # verl appends the reply only when no limit was hit
             state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
-            if state is AgentState.TERMINATED and len(agent_data.messages) > messages_before and not agent_data.tool_calls:
+            replied = len(agent_data.messages) > messages_before and not agent_data.tool_calls
+            if state is AgentState.TERMINATED and replied:
                 return await self.on_reply_without_tool_call(agent_data, sampling_params)
             return state
 

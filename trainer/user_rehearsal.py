@@ -132,13 +132,15 @@ def _check_row(row: Mapping[str, Any], out: Any, tokenizer: PreTrainedTokenizerF
     checks = {
         "configured_class": cls_name == "SegmentGustUserAgentLoop",
         "asked_the_user": len(user_runs) >= 1,
-        "user_turns_masked": bool(_answers(out)) and all(a in masked_text and a not in generated for a in _answers(out)),
+        "user_turns_masked": bool(_answers(out))
+        and all(a in masked_text and a not in generated for a in _answers(out)),
         "final_state_matches": out.extra_fields[FINAL_HASH_KEY] == gt["expected_final_db_hash"],
         "turn_rewards_all_1": bool(turn_rewards) and all(r == 1.0 for r in turn_rewards),
         "rewards_on_agent_turns_only": bool(reward_at) and reward_at <= agent_ends and not reward_at & user_ends,
     }
     return {
-        "task_id": row["extra_info"]["task_id"], "loop_class": cls_name, "user_messages": _answers(out), "generations": len(runs),
+        "task_id": row["extra_info"]["task_id"], "loop_class": cls_name, "user_messages": _answers(out),
+        "generations": len(runs),
         "user_turns": len(user_runs), "agent_turns_scored": len(json.loads(out.extra_fields[TURN_CALLS_KEY])),
         "user_reasons": json.loads(out.extra_fields["gust_user_reasons"]), "turn_rewards": turn_rewards,
         "state_match": score["state_match"], "checks": checks, "ok": all(checks.values()),

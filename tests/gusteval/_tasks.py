@@ -11,7 +11,6 @@ from tests.trainer.gust_task import TINY_ENV, make_task
 from trainer.convert import gust_to_verl, load_env_schemas, write_rows
 
 
-
 def dependent_task() -> TaskRecord:
     """list C-1's orders, cancel the pending one: the order id is a dependency (hidden), C-1 a stated fact."""
     record = make_task([[("list_orders", {"customer_id": "C-1"})], [("cancel_order", {"order_id": "ORD-1001"})]],

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from data.io import read_jsonl
-from gustforge.llm import LLMSettings
 from gusteval.metrics import aggregate_trials, pass_hat_k
 from gusteval.replay import GoldReplayPolicy, ReplayServer, load_policy
 from gusteval.report import run_gust_eval
 from gusteval.runner import GustEvalConfig, load_eval_tasks
+from gustforge.llm import LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.gusteval._tasks import dependent_task, tiny_records, write_export
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from gustforge.errors import InputError
 from gusteval.scenario import build_scenario, scenario_from_kwargs, split_by_environment
+from gustforge.errors import InputError
 from tests.gusteval._tasks import dependent_task, schemas, tiny_records
 from trainer.convert import gust_row
 from trainer.rows import VerlRow

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 
-from gustforge.llm import LLMClient, LLMSettings
 from gusteval.scenario import build_scenario
 from gusteval.user_sim import STOP_MARKER, LLMUserSimulator, OfflineUserSimulator, make_user_simulator
+from gustforge.llm import LLMClient, LLMSettings
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.gusteval._tasks import dependent_task, schemas, tiny_records
 
