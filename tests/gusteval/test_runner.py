@@ -136,3 +136,31 @@ def test_policy_from_verl_rows_matches_records(export):
     from_records = load_policy(gust_dir)
     for task in ("task-1", "task-2", "task-dep"):
         assert from_rows.stages(task) == from_records.stages(task)
+
+
+def test_llm_user_in_the_loop_and_bounded_concurrency(export, tmp_path):
+    """The user is a model behind a second local endpoint (scripted to answer like the offline rules)."""
+    from gusteval.user_sim import AGENT_GREETING, OfflineUserSimulator
+
+    gust_dir, _ = export
+    scenarios = {t.scenario.goal: t.scenario for t in load_eval_tasks(gust_dir)}
+
+    def user_model(request):
+        messages = request["messages"]
+        scenario = next(s for goal, s in scenarios.items() if f"# Your goal\n{goal}\n" in messages[0]["content"])
+        if messages[-1]["content"] == AGENT_GREETING:
+            return {"content": scenario.opening()}
+        return {"content": OfflineUserSimulator(scenario).respond(messages[-1]["content"]).content}
+
+    gold = load_policy(gust_dir)
+    with FakeOpenAIServer(user_model, model="user-model") as users, \
+            FakeOpenAIServer(lambda req: {"content": gold.respond(req["messages"])}, delay_s=0.05) as agent:
+        summary = run_gust_eval(gust_dir, tmp_path, model=_settings(agent.base_url, tmp_path),
+                                cfg=_cfg(trials=2, user="llm", concurrency=2),
+                                user_model=_settings(users.base_url, tmp_path / "u"))  # fmt: skip
+        assert agent.max_in_flight <= 2
+        user_requests = users.requests
+    assert summary.user == "llm" and summary.pass_k[2].mean == 1.0
+    assert summary.user_reasons.get("llm_stop") == 6
+    assert all(r["messages"][0]["role"] == "system" and "###STOP###" in r["messages"][0]["content"]
+               for r in user_requests)
