@@ -62,6 +62,7 @@ VERL_SCHEMA = pa.schema(
                     ("need_tools_kwargs", pa.bool_()),
                     ("original_turn_index", pa.int64()),
                     ("tools_kwargs", pa.struct([("sgls", pa.struct([("create_kwargs", _CREATE_KWARGS)]))])),
+                    ("interaction_kwargs", pa.struct([("name", pa.string()), ("scenario", pa.string())])),
                 ]
             ),
         ),

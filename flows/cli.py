@@ -217,6 +217,9 @@ try:
     eval_app.command("toucan", help="Alias of `gust toucan eval`.")(_toucan_evaluate)
 except ImportError:  # pragma: no cover - the toucan package ships with the core install
     pass
+from flows.cli_eval import gust as _gust_evaluate  # noqa: E402
+
+eval_app.command("gust", help="pass^k on GUST tasks with a simulated user (final-state equivalence).")(_gust_evaluate)
 _mount("flows.cli_train", "train", "Launch RL training on verl (slca | tara | slca_tara | toolpo | grpo).")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARIES = ("data", "envgen", "tdg", "gustforge", "toucan")
+LIBRARIES = ("data", "envgen", "tdg", "gustforge", "toucan", "gusteval")
 
 
 def _imported_roots(path: Path) -> set[str]:
@@ -51,7 +51,7 @@ def test_every_package_is_installed_not_just_on_the_test_path(tmp_path: Path) ->
     import subprocess
     import sys
 
-    packages = ["gustforge", "data", "envgen", "tdg", "tasks", "flows", "trainer", "toucan"]
+    packages = ["gustforge", "data", "envgen", "tdg", "tasks", "flows", "trainer", "toucan", "gusteval"]
     probe = "import importlib, sys; [importlib.import_module(p) for p in sys.argv[1:]]"
     done = subprocess.run([sys.executable, "-c", probe, *packages], cwd=tmp_path, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin"})  # fmt: skip

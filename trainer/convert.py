@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from data.io import atomic_write_bytes, read_json
 from data.models import QuarantineRecord, TaskRecord, ToolSchema
 from data.verl_rows import VERL_SCHEMA, read_verl_rows
+from gusteval.scenario import build_interaction_kwargs
 from gustforge.errors import InputError
 from trainer.rewards.parse import normalize_gold
 from trainer.rows import (
@@ -140,6 +141,7 @@ def gust_row(
             split=split,
             task_id=record.task_id,
             tools_kwargs=ToolsKwargs(sgls=ToolKwargs(create_kwargs=create)),
+            interaction_kwargs=build_interaction_kwargs(record, schemas),
         ),
     )
 

@@ -31,6 +31,7 @@ __all__ = [
     "CreateKwargs",
     "ToolKwargs",
     "ToolsKwargs",
+    "InteractionKwargs",
     "ExtraInfo",
     "VerlRow",
 ]
@@ -132,6 +133,11 @@ class ToolsKwargs(StrictModel):
     sgls: ToolKwargs
 
 
+class InteractionKwargs(StrictModel):
+    name: str
+    scenario: str = Field(description="JSON `gusteval.scenario.UserScenario` (goal, facts, pick criteria).")
+
+
 class ExtraInfo(StrictModel):
     index: int
     split: str = "train"
@@ -139,6 +145,7 @@ class ExtraInfo(StrictModel):
     need_tools_kwargs: bool = True
     original_turn_index: int = 0
     tools_kwargs: ToolsKwargs
+    interaction_kwargs: InteractionKwargs | None = None  # the simulated user's scenario (gusteval.scenario)
 
 
 class VerlRow(StrictModel):

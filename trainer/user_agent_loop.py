@@ -1,0 +1,212 @@
+"""Simulated-user training mode: our agent loop with a user turn (verl 0.9.1 ships no `interactions` package).
+
+`GustUserAgentLoop` subclasses `trainer.agent_loop.GustToolAgentLoop` and changes one transition: when the agent
+replies without a tool call, verl's loop would terminate; here the reply goes to the row's simulated user
+(`gusteval.user_sim`, built from `extra_info.interaction_kwargs`, which verl's RLHFDataset passes through), and the
+user's message is merged as the next user turn exactly like a tool observation (`ct_merge_context_msg`: inserted
+context, response_mask 0, so user turns are masked out of the loss). The conversation opens with the user's goal
+(the row's system prompt is kept; its fixed user turn, which states every value, is replaced), ends when the user
+stops (goal reached / agent gave up) or at verl's turn and length limits.
+
+Turn-level rewards stay on the agent's turns: generations answered by the user ("conversational" runs) are
+recorded in `extra_fields["gust_user_turns"]` and left out of `gust_turn_calls`, so TARA's turn t is the agent's
+t-th environment-facing generation; `UserTurnRewardOutput` places segment rewards on the runs of those generations
+only (the conversational runs get no reward token).
+
+Registered for verl in ONE place, `trainer/configs/gust_user_agent_loops.yaml` (no decorator): the training mode
+switch is that file as `actor_rollout_ref.rollout.agent.agent_loop_config_path` (`user_sim_overrides`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from pydantic import PrivateAttr
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState
+
+from gusteval.scenario import scenario_from_kwargs
+from gusteval.user_sim import UserSimulator, make_user_simulator, visible_text
+from gustforge.errors import InputError
+from trainer.agent_loop import GustToolAgentLoop
+from trainer.reward_manager import (
+    SegmentRewardMixin,
+    SegmentRewardOutput,
+    TurnTokenCapMixin,
+    place_rewards,
+    run_ends,
+)
+from trainer.rewards.score import TURN_CALLS_KEY
+
+__all__ = [
+    "USER_AGENT_NAME",
+    "USER_TURNS_KEY",
+    "USER_LOOPS_FILE",
+    "GustUserAgentLoop",
+    "SegmentGustUserAgentLoop",
+    "UserTurnRewardOutput",
+    "agent_turn_mask",
+    "user_sim_overrides",
+]
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT_NAME = "gust_user_agent"
+USER_TURNS_KEY = "gust_user_turns"
+USER_LOOPS_FILE = Path(__file__).resolve().parent / "configs" / "gust_user_agent_loops.yaml"
+
+
+class GustUserAgentLoop(GustToolAgentLoop):
+    """`GustToolAgentLoop` + the simulated user's turn (see the module docstring)."""
+
+    def __init__(self, *args: Any, user_simulator: str = "offline", user_llm: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
+        super().__init__(*args, **kwargs)
+        gust = self.config.get("gust") or {}  # `gust.user_simulator` / `gust.user_llm` override the registry file
+        self.user_simulator = str(gust.get("user_simulator") or user_simulator)
+        self.user_llm = dict(gust.get("user_llm") or user_llm or {})
+        self._user: UserSimulator | None = None
+        self._user_client: Any = None
+        self._dialogue: list[dict[str, str]] = []
+        self._user_turn_runs: list[int] = []
+        self._user_reasons: list[str] = []
+
+    def _make_user(self, kwargs: dict[str, Any]) -> UserSimulator | None:
+        try:
+            scenario = scenario_from_kwargs(kwargs.get("interaction_kwargs"))
+        except InputError as exc:
+            logger.warning("no simulated user for this row (fixed prompt kept): %s", exc)
+            return None
+        options: dict[str, Any] = {}
+        if self.user_simulator == "llm":
+            from gustforge.llm import LLMClient, LLMSettings
+
+            self._user_client = LLMClient(LLMSettings(backend="openai", **self.user_llm))
+            options = {"client": self._user_client, "temperature": self._user_client.settings.temperature,
+                       "seed": int(kwargs.get("index") or 0)}  # fmt: skip
+        return make_user_simulator(self.user_simulator, scenario, **options)
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        self._user = self._make_user(kwargs)
+        try:
+            if self._user is not None:
+                opening = await self._user.opening()
+                system = [m for m in kwargs["raw_prompt"] if m["role"] == "system"]
+                kwargs = {**kwargs, "raw_prompt": [*system, {"role": "user", "content": opening}]}
+                self._dialogue = [{"role": "user", "content": opening}]
+            output = await super().run(sampling_params, **kwargs)
+        finally:
+            if self._user_client is not None:
+                self._user_client.close()
+        turns = json.loads(output.extra_fields.get(TURN_CALLS_KEY) or "[]")
+        skipped = set(self._user_turn_runs)
+        output.extra_fields[TURN_CALLS_KEY] = json.dumps([t for i, t in enumerate(turns) if i not in skipped])
+        output.extra_fields[USER_TURNS_KEY] = json.dumps(self._user_turn_runs)
+        output.extra_fields["gust_user_reasons"] = json.dumps(self._user_reasons)
+        output.extra_fields["gust_user_messages"] = json.dumps([m["content"] for m in self._dialogue[1:]
+                                                                if m["role"] == "user"])  # fmt: skip
+        return output
+
+    async def on_reply_without_tool_call(self, agent_data: AgentData, sampling_params: dict[str, Any]) -> AgentState:
+        """The agent replied without a tool call (no limit hit): the simulated user's turn (issue 12's hook)."""
+        if self._user is None:
+            return AgentState.TERMINATED
+        return await self._user_turn(agent_data)
+
+    if not hasattr(GustToolAgentLoop, "on_reply_without_tool_call"):  # pragma: no cover - until issue 12's hook
+
+        async def _handle_generating_state(
+            self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
+        ) -> AgentState:
+            messages_before = len(agent_data.messages)  # verl appends the reply only when no limit was hit
+            state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
+            replied = len(agent_data.messages) > messages_before and not agent_data.tool_calls
+            if state is AgentState.TERMINATED and replied:
+                return await self.on_reply_without_tool_call(agent_data, sampling_params)
+            return state
+
+    async def _user_turn(self, agent_data: AgentData) -> AgentState:
+        """The agent's reply goes to the simulated user; a non-final reply becomes the next (masked) user turn."""
+        self._dialogue.append({"role": "assistant", "content": visible_text(agent_data.messages[-1]["content"])})
+        assert self._user is not None
+        reply = await self._user.reply(self._dialogue)
+        self._user_reasons.append(reply.reason)
+        if reply.stop:
+            return AgentState.TERMINATED
+        self._user_turn_runs.append(len(self._turn_calls) - 1)  # this generation talked to the user
+        self._dialogue.append({"role": "user", "content": reply.content})
+        previous = list(agent_data.messages)
+        agent_data.messages.append({"role": "user", "content": reply.content})
+        merged, mask, logprobs = await self.ct_merge_context_msg(
+            previous, agent_data.messages, agent_data.prompt_ids, agent_data.response_mask,
+            agent_data.response_logprobs or None, tools=getattr(agent_data, "_active_tool_schemas", self.tool_schemas),
+        )  # fmt: skip
+        if len(mask) >= self.response_length:
+            return AgentState.TERMINATED
+        agent_data.prompt_ids, agent_data.response_mask = merged.token_ids, mask
+        if agent_data.response_logprobs:
+            agent_data.response_logprobs = logprobs or []
+        agent_data.user_turns += 1
+        if self.max_user_turns and agent_data.user_turns >= self.max_user_turns:
+            return AgentState.TERMINATED
+        return AgentState.GENERATING
+
+
+def agent_turn_mask(response_mask: Any, user_turn_runs: list[int]) -> torch.Tensor:
+    """`response_mask` with the runs of the conversational generations zeroed (where no reward may land)."""
+    mask = torch.as_tensor(response_mask).clone()
+    on = mask > 0
+    starts = torch.nonzero(on & ~torch.cat([on.new_zeros(1), on[:-1]])).flatten().tolist()
+    ends = run_ends(mask)
+    for run in user_turn_runs:
+        if run < len(starts):
+            mask[starts[run] : ends[run] + 1] = 0
+    return mask
+
+
+class UserTurnRewardOutput(SegmentRewardOutput):
+    """Segment rewards placed on the environment-facing runs only (conversational runs skipped)."""
+
+    _user_turn_runs: list[int] = PrivateAttr(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        output = AgentLoopOutput.as_dict(self)
+        if "rm_scores" in output and self._reward_layout != "outcome":
+            info = output["extra_fields"].get("reward_extra_info")
+            if not isinstance(info, dict):
+                raise InputError("reward_score is set but extra_fields['reward_extra_info'] is missing")
+            mask = agent_turn_mask(output["response_mask"], self._user_turn_runs)
+            output["rm_scores"] = place_rewards(mask, info, layout=self._reward_layout)
+        return output
+
+
+class _UserTurnRewardMixin:
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
+        output = await super().run(sampling_params, **kwargs)  # type: ignore[misc]  # cooperative mixin
+        values = {name: getattr(output, name) for name in type(output).model_fields}
+        wrapped = UserTurnRewardOutput.model_construct(_fields_set=set(output.model_fields_set), **values)
+        wrapped._reward_layout = getattr(output, "_reward_layout", "outcome")
+        wrapped._user_turn_runs = json.loads(output.extra_fields.get(USER_TURNS_KEY) or "[]")
+        return wrapped
+
+
+# the reward layouts and the per-turn cap, unless the base loop already has them (issue 12 mixes them in)
+_LAYOUT_MIXINS = () if issubclass(GustToolAgentLoop, SegmentRewardMixin) else (SegmentRewardMixin, TurnTokenCapMixin)
+
+
+class SegmentGustUserAgentLoop(_UserTurnRewardMixin, *_LAYOUT_MIXINS, GustUserAgentLoop):  # type: ignore[misc]
+    """The training class of simulated-user mode: user turn + reward layouts (on agent turns) + per-turn token cap."""
+
+
+def user_sim_overrides(user: str = "offline") -> list[str]:
+    """Hydra overrides that switch a composed training config (`trainer.launch.compose_config`) to simulated-user
+    mode: the agent-loop registry file of this mode, and the simulator kind."""
+    return [
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={USER_LOOPS_FILE}",
+        f"actor_rollout_ref.rollout.agent.default_agent_loop={USER_AGENT_NAME}",
+        f"++gust.user_simulator={user}",
+    ]
