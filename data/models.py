@@ -18,6 +18,8 @@ __all__ = [
     "RefactoredToolset",
     "QuarantineRecord",
     "TestCaseResult",
+    "MutantResult",
+    "MutationReport",
     "TestReport",
     "EnvManifest",
     "StageReport",
@@ -108,6 +110,9 @@ class RefactoredToolset(StrictModel):
     description: str = ""
     tools: tuple[ToolSchema, ...]
     name_map: dict[str, str] = Field(description="raw tool name -> refactored name")
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="tool -> pipeline note (e.g. dropped parameters); never shown to agents."
+    )
 
 
 class QuarantineRecord(StrictModel):
@@ -127,11 +132,30 @@ class TestCaseResult(StrictModel):
     message: str = ""
 
 
+class MutantResult(StrictModel):
+    """One seeded bug (`operator` applied to `tool`) and whether the generated tests noticed it."""
+
+    operator: str
+    tool: str
+    killed: bool
+    by: str = Field(default="", description="First test that failed on the mutant.")
+
+
+class MutationReport(StrictModel):
+    """Mutation score of a generated test suite: killed / total seeded bugs (None when no mutant applies)."""
+
+    score: float | None
+    killed: int
+    total: int
+    mutants: tuple[MutantResult, ...] = ()
+
+
 class TestReport(StrictModel):
     passed: bool
     cases: tuple[TestCaseResult, ...]
     duration_s: float
     error: str | None = Field(default=None, description="Sandbox-level failure (timeout, violation), if any.")
+    mutation: MutationReport | None = Field(default=None, description="How many seeded bugs the suite kills.")
 
     @property
     def failures(self) -> list[TestCaseResult]:
@@ -156,6 +180,12 @@ class EnvManifest(StrictModel):
         description="Tools whose implementation the repair loop replaced (tool -> kind before the repair); "
         "e.g. an update tool degraded to an 'action' that only logs the call.",
     )
+    behaviours: dict[str, str] = Field(default_factory=dict, description="tool -> behaviour family it implements.")
+    log_only_tools: list[str] = Field(
+        default_factory=list, description="Tools that only validate, log and echo their call (no family fitted)."
+    )
+    mutation_score: float | None = Field(default=None, description="Share of seeded bugs the tests kill.")
+    notes: dict[str, str] = Field(default_factory=dict, description="tool -> pipeline note (not agent-facing).")
 
 
 class StageReport(StrictModel):

@@ -16,7 +16,8 @@ from typing import Any
 
 from data.models import RefactoredToolset
 from envgen import prompts
-from envgen.entities import ACTION_LOG, EntitySpec, EnvPlan, plan_environment, record_schema
+from envgen.behaviours import CURRENCIES, PERSON_NOUNS
+from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
 from gustforge.errors import CodegenError, LLMError
 from gustforge.llm import LLMClient, LLMRole, run_role
 
@@ -60,7 +61,7 @@ _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
     (re.compile(r"e_?mail"), _email),
     (re.compile(r"phone|mobile"), lambda r, i, f: f"+1-555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"),
     (re.compile(r"(^|_)(user_?name|login|handle)$"), lambda r, i, f: f"{r.choice(_FIRST).lower()}{i}"),
-    (re.compile(r"(^|_)(full_)?name$|author|owner|customer$|patient$|guest$"), _name),
+    (re.compile(r"author|owner|customer$|patient$|guest$|(^|_)(first|last|full|contact|user)_name$"), _name),
     (re.compile(r"title|subject|headline"), _title),
     (re.compile(r"(^|_)(city|location|destination|origin|place)$"), lambda r, i, f: r.choice(_CITIES)),
     (re.compile(r"country"), lambda r, i, f: r.choice(("PT", "JP", "KE", "CA", "DE", "PE"))),
@@ -104,7 +105,37 @@ def _bounded(lo: float, hi: float, schema: dict[str, Any]) -> tuple[float, float
     return low, max(low, high)
 
 
-def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int) -> str:
+_ENTITY_NAMES = {  # entity noun -> realistic names of its records
+    "coin": ("Bitcoin", "Ethereum", "Solana", "Cardano", "Polkadot", "Litecoin"),
+    "token": ("USDC", "Chainlink", "Uniswap", "Aave", "Maker", "Dai"),
+    "crypto": ("Bitcoin", "Ethereum", "Solana", "Cardano", "Polkadot", "Litecoin"),
+    "language": ("English", "Spanish", "Arabic", "Japanese", "Swahili", "German"),
+    "country": ("Portugal", "Japan", "Kenya", "Canada", "Germany", "Peru"),
+    "city": _CITIES, "location": _CITIES, "station": tuple(f"{c} Central" for c in _CITIES),
+    "company": ("Acme Corp", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Logistics"),
+    "product": ("Ceramic Mug", "Trail Backpack", "Desk Lamp", "Wireless Mouse", "Garden Hose", "Yoga Mat"),
+    "model": ("gpt-4o", "llama-3-70b", "mistral-large", "claude-3-haiku", "gemma-2-9b", "qwen2-72b"),
+    "package": ("lodash", "express", "react", "axios", "chalk", "zod"),
+    "repository": ("acme/api", "acme/web", "octo/cli", "octo/docs", "lab/engine", "lab/tools"),
+    "edition": ("Sahih International", "Pickthall", "Yusuf Ali", "Muhsin Khan", "Hilali", "Clear Quran"),
+    "warehouse": ("North Depot", "Harbor Warehouse", "East Hub", "Central Stores", "Riverside Yard", "Airport DC"),
+}
+
+
+def _entity_name(entity: str | None, rng: random.Random, index: int) -> str:
+    head = (entity or "").split("_")[-1]
+    if entity and (entity in PERSON_NOUNS or head in PERSON_NOUNS):
+        return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+    names = _ENTITY_NAMES.get(head) or _ENTITY_NAMES.get(entity or "")
+    if names:
+        return names[(index - 1) % len(names)]
+    noun = (entity or "record").replace("_", " ").title()
+    return f"{_WORDS[(index * 7 + rng.randrange(3)) % len(_WORDS)].capitalize()} {noun}"
+
+
+def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, entity: str | None = None) -> str:
+    if field in ("name", "full_name", "display_name") or (field == "title" and entity is not None):
+        return _entity_name(entity, rng, index) if field != "title" else _title(rng, index, field)
     fmt = schema.get("format")
     if fmt == "date":
         return _date(rng, index, field)
@@ -122,7 +153,9 @@ def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int) 
     return f"{rng.choice(_WORDS)} {field.replace('_', ' ')} {index}"
 
 
-def sample_value(field: str, schema: dict[str, Any], rng: random.Random, index: int = 1) -> Any:
+def sample_value(
+    field: str, schema: dict[str, Any], rng: random.Random, index: int = 1, entity: str | None = None
+) -> Any:
     """A plausible value for `field` that is valid against its (normalized) JSON schema.
 
     Args:
@@ -130,6 +163,7 @@ def sample_value(field: str, schema: dict[str, Any], rng: random.Random, index: 
         schema: the field's JSON schema (`type`, optional `enum`, `format`, `minimum`/`maximum`, `items`).
         rng: the random generator (the caller's seed).
         index: record number, used to make values distinct.
+        entity: singular noun of the record's collection (a warehouse's name is a warehouse name).
 
     Returns:
         A JSON value.
@@ -154,7 +188,7 @@ def sample_value(field: str, schema: dict[str, Any], rng: random.Random, index: 
     if kind == "object":
         props = schema.get("properties") or {}
         return {key: sample_value(key, sub, rng, index) for key, sub in props.items()}
-    return _string(name, schema, rng, index)
+    return _string(name, schema, rng, index, entity)
 
 
 def singular_of(field: str) -> str:
@@ -166,18 +200,52 @@ def format_id(entity: EntitySpec, number: int) -> str | int:
     return number if entity.id_type == "integer" else f"{entity.id_prefix}-{number:03d}"
 
 
+def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str | int]:
+    if entity.name == EXCHANGE_RATES:
+        return list(CURRENCIES)[:max(count, 4)]
+    schema = {"type": "integer"} if entity.id_type == "integer" else {"type": "string"}
+    ids: list[str | int] = []
+    for index in range(1, count * 4 + 1):
+        value = sample_value(entity.id_field, schema, rng, index, entity.singular)
+        if value not in ids:
+            ids.append(value)
+        if len(ids) == count:
+            break
+    return ids
+
+
 def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, list[str | int]]:
-    return {e.name: [format_id(e, n) for n in range(1, rng.randint(low, high) + 1)] for e in plan.entities}
+    ids: dict[str, list[str | int]] = {}
+    for entity in plan.entities:
+        count = rng.randint(low, high)
+        ids[entity.name] = (
+            _natural_ids(entity, rng, count) if entity.natural_key else [format_id(entity, n) for n in range(1, count + 1)]
+        )
+    return ids
+
+
+def _field_value(entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int) -> Any:
+    if entity.name == EXCHANGE_RATES:
+        return None
+    if field == "status" and schema.get("enum"):
+        return schema["enum"][(index - 1) % len(schema["enum"])]  # every state is represented
+    if field in ("balance",) and schema.get("type") in ("number", "integer"):
+        return round(rng.uniform(200, 5000), 2)
+    return sample_value(field, schema, rng, index, entity.singular)
 
 
 def _records(entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random) -> dict[str, Any]:
     collection: dict[str, Any] = {}
     for index, record_id in enumerate(ids[entity.name], start=1):
         record: dict[str, Any] = {entity.id_field: record_id}
+        if entity.name == EXCHANGE_RATES:
+            record.update(name=str(record_id), rate_to_usd=CURRENCIES[str(record_id)])
+            collection[str(record_id)] = record
+            continue
         for field, schema in entity.fields.items():
             target = entity.refs.get(field)
             if target is None:
-                record[field] = sample_value(field, schema, rng, index)
+                record[field] = _field_value(entity, field, schema, rng, index)
             else:  # a string-typed key to an integer-keyed collection holds the key's text
                 value = rng.choice(ids[target])
                 record[field] = str(value) if schema.get("type") == "string" else value
