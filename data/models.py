@@ -113,6 +113,9 @@ class RefactoredToolset(StrictModel):
     notes: dict[str, str] = Field(
         default_factory=dict, description="tool -> pipeline note (e.g. dropped parameters); never shown to agents."
     )
+    log_only: tuple[str, ...] = Field(
+        default=(), description="Tools the repair loop forced to the log-only fallback (their family failed)."
+    )
 
 
 class QuarantineRecord(StrictModel):

@@ -331,8 +331,6 @@ def _transition(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
         return None
     props = _props(tool)
     rest = [p for p in props if p != draft.id_param and not is_flag(p, props[p])]
-    if any(p in _required(tool) for p in rest):
-        return None  # a transition with required payload is an update
     target, allowed = TRANSITIONS[verb]
     return {"template": "transition", "kind": ToolKind.UPDATE, "field_params": tuple(rest),
             "options": {"to": target, "from": list(allowed)}, "status_value": target}  # fmt: skip
@@ -341,16 +339,20 @@ def _transition(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
 @FAMILIES.register("message")
 def _message(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
     tokens = set(_tokens(tool.name))
-    if not tokens & {"send", "notify", "email", "sms", "reply", "broadcast", "post", "tweet", "dm", "notification"}:
+    if not tokens & {"send", "notify", "email", "sms", "reply", "broadcast", "post", "tweet", "dm", "notification",
+                     "remind", "reminder"}:  # fmt: skip
         return None
     props = _props(tool)
     body = [p for p, s in props.items() if _BODY.search(p) and s.get("type") == "string"]
-    if not body:
-        return None
     recipient = next((p for p in props if _RECIPIENT.search(p) and p not in body), None)
+    about = next((p for p in props if p.endswith("_id") and p != recipient), None)
+    if not body and about is None:
+        return None  # nothing to say and nobody it is about
     fields = tuple(p for p in props if not is_flag(p, props[p]))
+    subject = tool.name.replace("send_", "").replace("_", " ")
     return {"template": "message", "kind": ToolKind.CREATE, "entity": "outbox", "id_param": None,
-            "field_params": fields, "options": {"recipient": recipient, "body": body[0]},
+            "field_params": fields, "options": {"recipient": recipient, "body": body[0] if body else None,
+                                                "subject": subject, "about": about},
             "response_key": "message_record"}  # fmt: skip
 
 

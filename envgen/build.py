@@ -91,9 +91,10 @@ def _simplify_failing(refactored: RefactoredToolset, report: TestReport) -> Refa
     failing = {case.tool for case in report.failures if case.tool}
     if not failing:
         return refactored
-    drafts = [t.model_copy(update={"kind": ToolKind.ACTION}) if t.name in failing else t for t in refactored.tools]
-    logger.info("repair %s: action template for %s", refactored.toolset_id, sorted(failing))
-    return refactored.model_copy(update={"tools": finalize_tools(drafts)})
+    log_only = tuple(sorted(set(refactored.log_only) | failing))
+    logger.info("repair %s: log-only fallback for %s", refactored.toolset_id, sorted(failing))
+    tools = finalize_tools(list(refactored.tools), log_only=log_only)
+    return refactored.model_copy(update={"tools": tools, "log_only": log_only})
 
 
 @REPAIRS.register("openai")

@@ -36,6 +36,7 @@ _LAST = ("Smith", "Okafor", "Li", "Novak", "Garcia", "Haddad", "Ito", "Kowalski"
 _WORDS = ("alpha", "harbor", "maple", "summit", "cobalt", "orchid", "delta", "meadow", "falcon", "ember", "nova")
 _CITIES = ("Lisbon", "Osaka", "Nairobi", "Toronto", "Berlin", "Lima", "Seoul", "Austin", "Dublin", "Perth")
 _STATUSES = ("active", "pending", "confirmed", "completed", "open")
+_CATEGORIES = ("electronics", "garden", "kitchen", "outdoor", "office", "books", "toys", "health")
 
 Generator = Callable[[random.Random, int, str], Any]
 
@@ -79,6 +80,14 @@ _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
         re.compile(r"symbol|ticker|code"),
         lambda r, i, f: "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(4)),
     ),
+    (re.compile(r"(^|_)(category|genre|type|kind)$"), lambda r, i, f: r.choice(_CATEGORIES)),
+    (re.compile(r"(^|_)(tags?|labels?|keywords?)$"), lambda r, i, f: r.choice(_CATEGORIES)),
+    (re.compile(r"(^|_)(version)$"), lambda r, i, f: f"{r.randint(0, 4)}.{r.randint(0, 20)}.{r.randint(0, 9)}"),
+    (re.compile(r"(^|_)(condition|weather)$"), lambda r, i, f: r.choice(("sunny", "cloudy", "rain", "snow", "windy"))),
+    (re.compile(r"(^|_)(severity|priority)$"), lambda r, i, f: r.choice(("low", "medium", "high"))),
+    (re.compile(r"(^|_)(role|department)$"), lambda r, i, f: r.choice(("engineering", "sales", "support", "finance"))),
+    (re.compile(r"(^|_)(license)$"), lambda r, i, f: r.choice(("MIT", "Apache-2.0", "GPL-3.0", "BSD-3-Clause"))),
+    (re.compile(r"(^|_)(path|file|file_path|filename)$"), lambda r, i, f: f"/data/{r.choice(_WORDS)}_{i}.txt"),
     (re.compile(r"(^|_)(lang|language)$"), lambda r, i, f: r.choice(("en", "es", "fr"))),
     (re.compile(r"_id$"), lambda r, i, f: f"{f[:-3][:3].upper()}-{r.randint(100, 999)}"),
 )
@@ -364,7 +373,7 @@ def synthesize_database(
     Raises:
         CodegenError: `invalid_database` / `llm_database_failed` (LLM variant only).
     """
-    plan = plan_environment(refactored.tools)
+    plan = plan_environment(refactored.tools, refactored.log_only)
     if client is not None and client.settings.backend != "offline":
         return _llm(refactored, plan, seed, records_per_entity, client)
     return _offline(plan, seed, records_per_entity)

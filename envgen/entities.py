@@ -68,6 +68,7 @@ _IGNORED = {
     "page", "offset", "cursor", "skip", "sort", "sort_by", "order_by", "sort_order", "order", "verbose", "format",
     "fields", "language", "lang", "locale", "detailed", "include_details", "response_format", "api_key", "token",
 }  # fmt: skip
+_LISTING = {"list", "search", "find", "browse", "filter", "query", "scan", "explore", "discover"}
 _LIMIT_LIKE = re.compile(r"^(max|num|number_of)_(results|items|records|rows|hits|entries)$")
 _ID_PARAM = re.compile(r"^(?P<noun>[a-z][a-z0-9_]*?)_id$")
 _WRITE_TEMPLATES: dict[ToolKind, Template] = {
@@ -198,7 +199,8 @@ def _participle(verb: str) -> str:
 def _draft(tool: ToolSchema) -> ToolPlan:
     """A tool's plan before entities are known: CRUD draft, then its behaviour family, then lookup/log-only."""
     props: dict[str, Any] = tool.parameters.get("properties", {})
-    kind, entity = tool.kind, tool.entity
+    kind = infer_kind(tool.name)  # from the name, never from an earlier plan: planning is idempotent
+    entity = infer_entity(tool.name, tool.parameters, kind)
     singular = singularize(entity) if entity else None
     id_param = _id_param_for(singular, props) if singular else None
     if kind is ToolKind.ACTION and entity is None:
@@ -271,8 +273,11 @@ def _lookup(tool: ToolSchema, base: ToolPlan, entity: str | None) -> ToolPlan | 
         return None
     key = required[0]
     others = [p for p in tool.parameters.get("required", []) if p != key]
-    if base.template == "read_many" and (others or not NATURAL_KEYS.search(key)):
+    if base.template == "read_many" and (others or not NATURAL_KEYS.search(key) or key in _QUERY
+                                         or tool.name.split("_")[0] in _LISTING):  # fmt: skip
         return None
+    if key in _QUERY:  # a free-text key searches the collection instead of naming one record
+        return _crud_draft(tool, ToolKind.READ, entity, singularize(entity), None, props)
     if base.template == "action" and len(others) > 1:
         return None
     batch = props[key].get("type") == "array"
@@ -349,7 +354,7 @@ def _family_fields(plan: ToolPlan, props: dict[str, Any], fields: dict[str, Any]
         dest = props.get(opts["to"], {"type": "string"})
         return {opts["field"]: _simple(dest)}
     if plan.template == "message":
-        return {"status": {"type": "string"}}
+        return {"status": {"type": "string"}, "subject": {"type": "string"}}
     return {}
 
 
@@ -418,16 +423,23 @@ def _separate_lookups(drafts: list[ToolPlan]) -> list[ToolPlan]:
     return out
 
 
-def plan_environment(tools: Sequence[ToolSchema]) -> EnvPlan:
+def _log_only(tool: ToolSchema) -> ToolPlan:
+    props = tool.parameters.get("properties", {})
+    return ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", field_params=tuple(props))
+
+
+def plan_environment(tools: Sequence[ToolSchema], log_only: Iterable[str] = ()) -> EnvPlan:
     """Derive collections and per-tool execution plans from refactored tool schemas.
 
     Args:
-        tools: refactored tools (names unique, kinds and entities inferred).
+        tools: refactored tools (names unique); kinds and entities are re-inferred from names and parameters.
+        log_only: tools forced to the log-only fallback (`RefactoredToolset.log_only`, set by the repair loop).
 
     Returns:
         An `EnvPlan`; deterministic for the same tools.
     """
-    drafts = _separate_lookups([_draft(tool) for tool in tools])
+    forced = set(log_only)
+    drafts = _separate_lookups([_log_only(tool) if tool.name in forced else _draft(tool) for tool in tools])
     entities = _entities(drafts, tools)
     plans = [
         _with_refs(plan, tool.parameters.get("properties", {}), entities)

@@ -228,17 +228,20 @@ def _draft_tool(raw: RawTool, name: str, cfg: EnvGenConfig, notes: dict[str, str
                       response={"type": "object"}, kind=kind, entity=entity)  # fmt: skip
 
 
-def finalize_tools(tools: list[ToolSchema], *, keep_responses: bool = False) -> tuple[ToolSchema, ...]:
+def finalize_tools(
+    tools: list[ToolSchema], *, keep_responses: bool = False, log_only: tuple[str, ...] = ()
+) -> tuple[ToolSchema, ...]:
     """Settle kinds/entities against the environment plan and attach response schemas.
 
     Args:
         tools: drafted tools with names, parameters, kinds and entities.
         keep_responses: keep each tool's own response schema (LLM backend), only forcing status/message in.
+        log_only: tools forced to the log-only fallback (see `plan_environment`).
 
     Returns:
         The tools with final `kind`, `entity` and `response`.
     """
-    plan = plan_environment(tools)
+    plan = plan_environment(tools, log_only)
     out = []
     for tool, tool_plan in zip(tools, plan.tools, strict=True):
         entity = tool_plan.entity or next(iter(tool_plan.ref_params.values()), None)
