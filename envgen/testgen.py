@@ -742,7 +742,7 @@ def _generic_errors(ctx: _Ctx, args: dict[str, Any]) -> Iterator[tuple[str, dict
     required = [p for p in ctx.required if p in args]
     if required:
         yield f"missing {required[0]}", {k: v for k, v in args.items() if k != required[0]}
-    wrong = (required or list(args) or [None])[0]
+    wrong = (required or list(args) or list(props) or [None])[0]
     if wrong is not None:
         yield f"wrong type of {wrong}", {**args, wrong: _WRONG.get(props[wrong].get("type", "string"), 12345)}
     for param, schema in props.items():
@@ -756,9 +756,9 @@ def _generic_errors(ctx: _Ctx, args: dict[str, Any]) -> Iterator[tuple[str, dict
     unknown = ctx.plan.id_param if ctx.plan.template in ("read_one", "update", "delete", "transition", "transfer",
                                                          "payment") else None  # fmt: skip
     unknowns = [unknown] if unknown else []
-    unknowns += [p for p in ctx.plan.ref_params if p in args]
+    unknowns += [p for p in ctx.plan.ref_params if p in props]
     for param in dict.fromkeys(unknowns):
-        if param not in args:
+        if param not in props:
             continue
         schema = props[param]
         if schema.get("type") == "array":
