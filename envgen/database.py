@@ -212,7 +212,9 @@ def format_id(entity: EntitySpec, number: int) -> str | int:
 def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str | int]:
     if entity.name == EXCHANGE_RATES:
         return list(CURRENCIES)[:max(count, 4)]
-    schema = {"type": "integer"} if entity.id_type == "integer" else {"type": "string"}
+    schema = entity.id_schema or ({"type": "integer"} if entity.id_type == "integer" else {"type": "string"})
+    if schema.get("enum"):
+        return list(dict.fromkeys(schema["enum"]))[: max(count, 2)]
     ids: list[str | int] = []
     for index in range(1, count * 4 + 1):
         value = sample_value(entity.id_field, schema, rng, index, entity.singular)

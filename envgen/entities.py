@@ -90,6 +90,7 @@ class EntitySpec(StrictModel):
     fields: dict[str, dict[str, Any]] = Field(description="field -> JSON schema (the id field excluded).")
     refs: dict[str, str] = Field(default_factory=dict, description="foreign-key field -> referenced collection")
     natural_key: bool = Field(default=False, description="Ids are real values of the id field (city, symbol...).")
+    id_schema: dict[str, Any] = Field(default_factory=dict, description="Schema of a natural key (enum, format).")
 
 
 class ToolPlan(StrictModel):
@@ -337,8 +338,13 @@ def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) ->
     if len([f for f in fields if f != id_field]) < 2:
         fields.setdefault("description", {"type": "string"})
     fields.pop(id_field, None)
+    id_schema: dict[str, Any] = {}
+    if lookup is not None:
+        key_schema = by_name[lookup.name].parameters["properties"][lookup.id_param]
+        id_schema = _simple(key_schema.get("items", {}) if lookup.options.get("batch") else key_schema)
+        id_schema.pop("description", None)
     return EntitySpec(name=name, singular=singular, id_field=id_field, id_type=id_type, id_prefix=id_prefix(singular),
-                      fields=fields, natural_key=lookup is not None)  # fmt: skip
+                      fields=fields, natural_key=lookup is not None, id_schema=id_schema)  # fmt: skip
 
 
 def _family_fields(plan: ToolPlan, props: dict[str, Any], fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -423,6 +429,16 @@ def _separate_lookups(drafts: list[ToolPlan]) -> list[ToolPlan]:
     return out
 
 
+_RESERVED_KEYS = {"status", "message", "count", "total", "result", "event_id", "message_id", "previous"}
+
+
+def _safe_key(plan: ToolPlan) -> ToolPlan:
+    """A response key never shadows the envelope (`read_messages` answers `message_record`, not `message`)."""
+    if plan.response_key in _RESERVED_KEYS:
+        return plan.model_copy(update={"response_key": f"{plan.response_key}_record"})
+    return plan
+
+
 def _log_only(tool: ToolSchema) -> ToolPlan:
     props = tool.parameters.get("properties", {})
     return ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", field_params=tuple(props))
@@ -440,6 +456,7 @@ def plan_environment(tools: Sequence[ToolSchema], log_only: Iterable[str] = ()) 
     """
     forced = set(log_only)
     drafts = _separate_lookups([_log_only(tool) if tool.name in forced else _draft(tool) for tool in tools])
+    drafts = [_safe_key(plan) for plan in drafts]
     entities = _entities(drafts, tools)
     plans = [
         _with_refs(plan, tool.parameters.get("properties", {}), entities)
