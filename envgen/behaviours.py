@@ -29,6 +29,7 @@ from data.models import ToolKind, ToolSchema
 from gustforge.registry import Registry
 
 __all__ = [
+    "BALANCES",
     "FAMILIES",
     "FAMILY_OF_TEMPLATE",
     "Matcher",
@@ -47,6 +48,7 @@ __all__ = [
     "NATURAL_KEYS",
 ]
 
+BALANCES = "balances"  # holder address -> balance; a payment without a source pays from the first holder (own wallet)
 FAMILY_OF_TEMPLATE = {
     "arithmetic": "math",
     "convert": "conversion",
@@ -260,7 +262,13 @@ def _text(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
 
 
 def _amount_param(props: dict[str, Any]) -> str | None:
-    return next((p for p, s in props.items() if s.get("type") in ("integer", "number") and _AMOUNT.search(p)), None)
+    """A numeric amount parameter (numeric strings count: token amounts are often decimal strings)."""
+    return next((p for p, s in props.items() if s.get("type") in ("integer", "number", "string")
+                 and _AMOUNT.search(p) and not s.get("enum")), None)  # fmt: skip
+
+
+_HOLDER_SOURCE = {"from", "from_", "sender", "source", "from_address", "source_address", "payer"}
+_HOLDER_TARGET = {"to", "recipient", "receiver", "to_address", "destination", "payee", "target_address"}
 
 
 @FAMILIES.register("payment")
@@ -277,6 +285,12 @@ def _payment(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
         entity = _collection_of(sources[0], "accounts")
         return {"template": "payment", "kind": ToolKind.UPDATE, "entity": entity, "id_param": sources[0],
                 "options": {"mode": "between", "amount": amount, "to": targets[0], "balance": "balance"},
+                "response_key": None}  # fmt: skip
+    holder_targets = [p for p in props if p in _HOLDER_TARGET and props[p].get("type") == "string"]
+    if tokens & {"transfer", "send", "pay"} and holder_targets and not targets:
+        source = next((p for p in props if p in _HOLDER_SOURCE and props[p].get("type") == "string"), None)
+        return {"template": "payment", "kind": ToolKind.UPDATE, "entity": BALANCES, "id_param": source,
+                "options": {"mode": "between", "amount": amount, "to": holder_targets[0], "balance": "balance"},
                 "response_key": None}  # fmt: skip
     direction = None
     if tokens & {"deposit", "credit", "refund", "top", "topup", "fund", "add"}:
@@ -392,10 +406,11 @@ def search_options(tool: ToolSchema, params: list[str]) -> dict[str, Any]:
             options["sort"] = param
         elif param in _ORDER and schema.get("type") in ("string", "boolean") and "order" not in options:
             options["order"] = param
-        elif param in _OFFSET and schema.get("type") == "integer" and "offset" not in options:
+        elif param in _OFFSET and schema.get("type") in ("integer", "number") and "offset" not in options:
             options["offset"] = param
-        elif param in _PAGE and schema.get("type") == "integer" and "page" not in options:
+        elif param in _PAGE and schema.get("type") in ("integer", "number") and "page" not in options:
             options["page"] = param
+            options["page_base"] = 0 if schema.get("default") == 0 or schema.get("minimum") == 0 else 1
     return options
 
 

@@ -208,10 +208,11 @@ def _read_many(db, spec, kwargs):
     offset = kwargs.get(options.get("offset", ""))
     page = kwargs.get(options.get("page", ""))
     if page is not None:
-        if page < 1:
-            return _error("argument 'page' must be >= 1")
+        first = int(page) - options.get("page_base", 1)
+        if first < 0:
+            return _error(f"argument '{options['page']}' must be >= {options.get('page_base', 1)}")
         size = int(limit) if limit else 10
-        found = found[(page - 1) * size : page * size]
+        found = found[first * size : (first + 1) * size]
     elif offset is not None:
         if offset < 0:
             return _error(f"argument '{options['offset']}' must be >= 0")
@@ -333,12 +334,28 @@ def _transfer(db, spec, kwargs):
                     **{spec["response_key"]: copy.deepcopy(record), "previous": previous})
 
 
+def _amount(value):
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return value
+
+
 def _payment(db, spec, kwargs):
-    record, error = _target(db, spec, kwargs)
-    if error is not None:
-        return error
+    if spec["id_param"]:
+        record, error = _target(db, spec, kwargs)
+        if error is not None:
+            return error
+    else:  # no payer argument: the env's own account (the collection's first record) pays
+        record = next(iter(db.get(spec["collection"], {}).values()), None)
+        if record is None:
+            return _error(f"no {spec['singular']} to pay from")
     options = spec["options"]
-    amount, field = kwargs[options["amount"]], options["balance"]
+    amount, field = _amount(kwargs[options["amount"]]), options["balance"]
+    if amount is None or math.isnan(amount) or math.isinf(amount):
+        return _error(f"argument '{options['amount']}' must be a number")
     if amount <= 0:
         return _error(f"argument '{options['amount']}' must be positive")
     balance = record.get(field, 0)

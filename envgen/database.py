@@ -16,7 +16,7 @@ from typing import Any
 
 from data.models import RefactoredToolset
 from envgen import prompts
-from envgen.behaviours import CURRENCIES, PERSON_NOUNS
+from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
 from gustforge.errors import CodegenError, LLMError
 from gustforge.llm import LLMClient, LLMRole, run_role
@@ -212,6 +212,8 @@ def format_id(entity: EntitySpec, number: int) -> str | int:
 def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str | int]:
     if entity.name == EXCHANGE_RATES:
         return list(CURRENCIES)[:max(count, 4)]
+    if entity.name == BALANCES:
+        return [f"0x{rng.getrandbits(160):040x}" for _ in range(max(count, 2))]
     schema = entity.id_schema or ({"type": "integer"} if entity.id_type == "integer" else {"type": "string"})
     if schema.get("enum"):
         return list(dict.fromkeys(schema["enum"]))[: max(count, 2)]

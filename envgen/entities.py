@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from data.models import StrictModel, ToolKind, ToolSchema
-from envgen.behaviours import NATURAL_KEYS, classify, family_of, inferred_fields, is_flag, search_options
+from envgen.behaviours import BALANCES, NATURAL_KEYS, classify, family_of, inferred_fields, is_flag, search_options
 from envgen.naming import id_prefix, pluralize, singularize
 from gustforge.registry import Registry
 
@@ -314,6 +314,10 @@ def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) ->
     if name == EXCHANGE_RATES:
         return EntitySpec(name=name, singular="exchange_rate", id_field="currency", id_prefix="CUR", natural_key=True,
                           fields={"name": {"type": "string"}, "rate_to_usd": {"type": "number", "minimum": 0}})  # fmt: skip
+    if name == BALANCES:
+        return EntitySpec(name=name, singular="balance", id_field="address", id_prefix="ADR", natural_key=True,
+                          fields={"owner": {"type": "string"}, "balance": {"type": "number", "minimum": 0}},
+                          id_schema={"type": "string", "pattern": "^0x[0-9a-f]{40}$"})  # fmt: skip
     lookup = next((p for p in plans if p.lookup), None)
     id_type: Literal["string", "integer"] = "string"
     id_field = f"{singular}_id" if name != OUTBOX else "message_id"

@@ -369,7 +369,8 @@ def _search_expected(ctx: _Ctx, args: dict[str, Any]) -> list[str]:
     limit = args.get(plan.limit_param or "")
     if args.get(opts.get("page", "")) is not None:
         size = int(limit) if limit else 10
-        found = found[(args[opts["page"]] - 1) * size : args[opts["page"]] * size]
+        first = int(args[opts["page"]]) - opts.get("page_base", 1)
+        found = found[first * size : (first + 1) * size]
     elif args.get(opts.get("offset", "")) is not None:
         found = found[int(args[opts["offset"]]) :]
     if limit is not None:
@@ -390,11 +391,13 @@ def _search_cases(ctx: _Ctx) -> Iterator[_Case]:
         return
     rows = list(ctx.rows().values())
     base = ctx.required_args(rows[0] if rows else None)
-    for param, value in list(base.items()):
+    for param in list(base):
         if param in ctx.plan.ref_params or param == ctx.plan.id_param:
             continue
-        if not _valid(value, ctx.props[param]):
-            base.pop(param)
+        if param in ctx.plan.field_params or param in ctx.plan.query_params:
+            broad = _broad_value(ctx, param, base)
+            if broad is not None:
+                base[param] = broad
     yield _search_case(ctx, "base", base, f"with {base}")
     everything = _search_expected(ctx, base)
     filters = [p for p in (*ctx.plan.field_params, ctx.plan.id_param) if p and p not in base]
@@ -408,6 +411,27 @@ def _search_cases(ctx: _Ctx) -> Iterator[_Case]:
         if value is not None:
             yield _search_case(ctx, f"query_{param}", {**base, param: value}, f"searched for {value!r}")
     yield from _ordering_cases(ctx, base, everything)
+
+
+def _broad_value(ctx: _Ctx, param: str, base: dict[str, Any]) -> Any:
+    """A value of a required filter/query that keeps as many records as possible (so paging has rows to page)."""
+    schema = ctx.props[param]
+    candidates: list[Any] = []
+    for record in ctx.rows().values():
+        values = [record.get(param)] if param in ctx.plan.field_params else list(record.values())
+        for value in values:
+            if isinstance(value, str):
+                candidates += [value, *re.findall(r"[A-Za-z]{4,}", value)]
+            elif value is not None:
+                candidates.append(value)
+    best, best_count = None, 0
+    for value in dict.fromkeys(c for c in candidates if not isinstance(c, (dict, list))):
+        if not _valid(value, schema):
+            continue
+        count = len(_search_expected(ctx, {**base, param: value}))
+        if count > best_count:
+            best, best_count = value, count
+    return best
 
 
 def _distinguishing(ctx: _Ctx, param: str, field: str, base: dict[str, Any], everything: list[str]) -> Any:
@@ -471,11 +495,11 @@ def _ordering_cases(ctx: _Ctx, base: dict[str, Any], everything: list[str]) -> I
         yield _search_case(ctx, f"offset_{offset}", {**base, offset: 1}, f"with {offset}=1")
     page = opts.get("page")
     if page and page not in base:
-        args = {**base, page: 2}
+        args = {**base, page: 1 + opts.get("page_base", 1)}
         if limit and _valid(1, ctx.props[limit]):
             args[limit] = 1
-        if _valid(2, ctx.props[page]):
-            yield _search_case(ctx, f"page_{page}", args, f"page 2 of {args}")
+        if _valid(args[page], ctx.props[page]):
+            yield _search_case(ctx, f"page_{page}", args, f"the second page of {args}")
 
 
 def _sort_value(ctx: _Ctx, sort: str, base: dict[str, Any]) -> Any:
@@ -666,14 +690,17 @@ def _payment_cases(ctx: _Ctx) -> Iterator[_Case]:
         return
     coll, field = ctx.entity.name, opts["balance"]
     keys = list(rows)
-    amount = 10 if ctx.props[opts["amount"]].get("type") == "integer" else 12.5
-    args = {**ctx.required_args(rows[keys[0]]), ctx.plan.id_param: _coerce(keys[0], ctx.props[ctx.plan.id_param]),
-            opts["amount"]: amount}  # fmt: skip
+    kind = ctx.props[opts["amount"]].get("type")
+    amount: Any = {"integer": 10, "string": "12.5"}.get(kind or "", 12.5)
+    delta_of = float(amount)
+    args = {**ctx.required_args(rows[keys[0]]), opts["amount"]: amount}
+    if ctx.plan.id_param:
+        args[ctx.plan.id_param] = _coerce(keys[0], ctx.props[ctx.plan.id_param])
     if opts["mode"] == "between":
         args[opts["to"]] = _coerce(keys[1], ctx.props[opts["to"]])
-        changes = {keys[0]: -amount, keys[1]: amount}
+        changes = {keys[0]: -delta_of, keys[1]: delta_of}
     else:
-        changes = {keys[0]: opts["direction"] * amount}
+        changes = {keys[0]: opts["direction"] * delta_of}
     checks = [f"_only_changed(env, {ctx.name!r}, before, after, {coll!r}, {list(changes)!r})"]
     for key, delta in changes.items():
         want = round(rows[key].get(field, 0) + delta, 2)
@@ -688,10 +715,13 @@ def _payment_errors(ctx: _Ctx) -> Iterator[tuple[str, dict[str, Any]]]:
         return
     args, opts = cases[0].args, ctx.plan.options
     schema = ctx.props[opts["amount"]]
-    if _valid(-5, schema):
-        yield "negative amount", {**args, opts["amount"]: -5}
+    text = schema.get("type") == "string"
+    if _valid("-5" if text else -5, schema):
+        yield "negative amount", {**args, opts["amount"]: "-5" if text else -5}
+    if text:
+        yield "not a number", {**args, opts["amount"]: "ten"}
     if opts["mode"] == "between" or opts.get("direction", 1) < 0:
-        huge = 10**9
+        huge = str(10**9) if text else 10**9
         if _valid(huge, schema):
             yield "insufficient funds", {**args, opts["amount"]: huge}
 
