@@ -359,7 +359,7 @@ def _message(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
     props = _props(tool)
     body = [p for p, s in props.items() if _BODY.search(p) and s.get("type") == "string"]
     recipient = next((p for p in props if _RECIPIENT.search(p) and p not in body), None)
-    about = next((p for p in props if p.endswith("_id") and p != recipient), None)
+    about = next((p for p in props if p.endswith("_id") and p != recipient and not is_flag(p, props[p])), None)
     if not body and about is None:
         return None  # nothing to say and nobody it is about
     fields = tuple(p for p in props if not is_flag(p, props[p]))

@@ -252,6 +252,8 @@ def _insert(db, spec, kwargs, extra):
     for name in spec["fields"]:
         if kwargs.get(name) is not None:
             record[name] = copy.deepcopy(kwargs[name])
+    if spec.get("initial_status"):
+        record["status"] = spec["initial_status"]
     record.update(extra)
     collection[_key(new_id)] = record
     return record, None
@@ -694,6 +696,7 @@ def tool_specs(refactored: RefactoredToolset, plan: EnvPlan) -> dict[str, dict[s
             "status_value": tool_plan.status_value,
             "options": dict(tool_plan.options),
             "family": tool_plan.family,
+            "initial_status": _initial_status(entity, tool_plan),
         }
     return specs
 
@@ -718,6 +721,14 @@ def behaviour_line(plan: ToolPlan) -> str:
         "log_only": "log-only: validate, log the call and echo it (no behaviour family fits)",
     }
     return lines.get(plan.family, plan.family)
+
+
+def _initial_status(entity: Any, plan: ToolPlan) -> str | None:
+    """A created record starts in the first state of its collection's status enum (transitions need one)."""
+    if entity is None or plan.template not in ("create", "schedule") or "status" in plan.field_params:
+        return None
+    enum = (entity.fields.get("status") or {}).get("enum") or []
+    return str(enum[0]) if enum else None
 
 
 def _function(tool: ToolSchema, plan: ToolPlan) -> str:

@@ -99,6 +99,7 @@ _NUMBER_RULES: tuple[tuple[re.Pattern[str], tuple[float, float]], ...] = (
     (re.compile(r"percent|rate"), (0.0, 100.0)),
 )
 _INT_RULES: tuple[tuple[re.Pattern[str], tuple[int, int]], ...] = (
+    (re.compile(r"(_id|_index|_number|_no)$"), (1, 4)),  # shared by several records, like real foreign keys
     (re.compile(r"year"), (2018, 2025)),
     (re.compile(r"(^|_)age$"), (18, 80)),
     (re.compile(r"quantity|count|stock|seats|capacity|guests|copies|nights|days"), (1, 20)),
@@ -159,7 +160,7 @@ def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, 
     for pattern, generate in _STRING_RULES:
         if pattern.search(field):
             return str(generate(rng, index, field))
-    return f"{rng.choice(_WORDS)} {field.replace('_', ' ')} {index}"
+    return f"{rng.choice(_WORDS[:4])} {field.replace('_', ' ')}"  # a few values shared across records
 
 
 def sample_value(

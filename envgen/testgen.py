@@ -390,14 +390,14 @@ def _search_cases(ctx: _Ctx) -> Iterator[_Case]:
     if ctx.entity is None:
         return
     rows = list(ctx.rows().values())
-    base = ctx.required_args(rows[0] if rows else None)
-    for param in list(base):
-        if param in ctx.plan.ref_params or param == ctx.plan.id_param:
-            continue
-        if param in ctx.plan.field_params or param in ctx.plan.query_params:
-            broad = _broad_value(ctx, param, base)
-            if broad is not None:
-                base[param] = broad
+    drawn = ctx.required_args(rows[0] if rows else None)
+    narrowing = [p for p in drawn if p in ctx.plan.field_params or p in ctx.plan.query_params
+                 or p in ctx.plan.ref_params or p == ctx.plan.id_param]  # fmt: skip
+    base = {p: v for p, v in drawn.items() if p not in narrowing}
+    for param in narrowing:  # one at a time, each keeping as many records as the others allow
+        broad = _broad_value(ctx, param, base)
+        base[param] = broad if broad is not None else drawn[param]
+    base = {p: base[p] for p in drawn}
     yield _search_case(ctx, "base", base, f"with {base}")
     everything = _search_expected(ctx, base)
     filters = [p for p in (*ctx.plan.field_params, ctx.plan.id_param) if p and p not in base]
@@ -417,15 +417,16 @@ def _broad_value(ctx: _Ctx, param: str, base: dict[str, Any]) -> Any:
     """A value of a required filter/query that keeps as many records as possible (so paging has rows to page)."""
     schema = ctx.props[param]
     candidates: list[Any] = []
+    field = ctx.entity.id_field if ctx.entity is not None and param == ctx.plan.id_param else param
     for record in ctx.rows().values():
-        values = [record.get(param)] if param in ctx.plan.field_params else list(record.values())
+        values = [record.get(field)] if param not in ctx.plan.query_params else list(record.values())
         for value in values:
             if isinstance(value, str):
                 candidates += [value, *re.findall(r"[A-Za-z]{4,}", value)]
             elif value is not None:
                 candidates.append(value)
     best, best_count = None, 0
-    for value in dict.fromkeys(c for c in candidates if not isinstance(c, (dict, list))):
+    for value in dict.fromkeys(_coerce(c, schema) for c in candidates if not isinstance(c, (dict, list))):
         if not _valid(value, schema):
             continue
         count = len(_search_expected(ctx, {**base, param: value}))
