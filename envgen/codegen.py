@@ -785,7 +785,9 @@ def _db_excerpt(db: dict[str, Any]) -> dict[str, Any]:
 def _llm(refactored: RefactoredToolset, db: dict[str, Any], client: LLMClient | None, failures: Sequence[str]) -> str:
     if client is None:
         raise CodegenError("llm_codegen_failed: the openai backend needs an LLM client")
-    schemas = [{**t.openai_tool()["function"], "response": t.response} for t in refactored.tools]
+    plan = plan_environment(refactored.tools, refactored.log_only)
+    schemas = [{**t.openai_tool()["function"], "response": t.response, "behaviour": behaviour_line(p)}
+               for t, p in zip(refactored.tools, plan.tools, strict=True)]  # fmt: skip
     inputs = {
         "schemas": json.dumps(schemas, ensure_ascii=False),
         "db_excerpt": json.dumps(_db_excerpt(db), ensure_ascii=False),
