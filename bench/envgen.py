@@ -74,7 +74,8 @@ def _richness(envs: list[Any]) -> dict[str, Any]:
         if name != ACTION_LOG and isinstance(rows, dict) and rows
     ]  # fmt: skip
     return {"collections": len(counts), "non_id_fields": _distribution([float(c) for c in counts]),
-            "share_with_at_most_1_non_id_field": round(sum(c <= 1 for c in counts) / max(1, len(counts)), 4)}  # fmt: skip
+            "share_with_at_most_1_non_id_field": round(sum(c <= 1 for c in counts) / max(1, len(counts)), 4),
+            }  # fmt: skip
 
 
 def _id_field(rows: dict[str, Any]) -> str:
@@ -129,9 +130,10 @@ def run(path: Path, *, limit: int | None, workers: int) -> dict[str, Any]:
         "behaviours_shipped": dict(Counter(shipped_tools).most_common()),
         "log_only_share_shipped_tools": round(shipped_tools.count("log_only") / max(1, len(shipped_tools)), 4),
         "mutation": _mutation(envs, cfg.min_mutation_score),
-        "records": _richness(envs),
+        "record_richness": _richness(envs),
         "mutation_s_mean": round(statistics.fmean([e.manifest.timings.get("mutation_s", 0.0) for e in envs]), 3)
-        if envs else 0.0,
+        if envs
+        else 0.0,
     }
 
 

@@ -316,7 +316,7 @@ def _collection_of(param: str, fallback: str) -> str:
 @FAMILIES.register("transfer")
 def _transfer(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
     tokens = set(_tokens(tool.name))
-    if not tokens & {"transfer", "move", "relocate", "reassign", "assign", "reassign", "migrate"}:
+    if not tokens & {"transfer", "move", "relocate", "reassign", "assign", "migrate"}:
         return None
     if draft.entity is None or draft.id_param is None:
         return None
@@ -429,7 +429,8 @@ _FIELD_LEXICON: dict[str, dict[str, Any]] = {
     "wind_speed": {"type": "number", "minimum": 0}, "condition": {"type": "string"}, "version": {"type": "string"},
     "size": {"type": "integer", "minimum": 0}, "duration": {"type": "integer", "minimum": 0},
     "balance": {"type": "number"}, "currency": {"type": "string"}, "year": {"type": "integer"},
-    "language": {"type": "string"}, "summary": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+    "language": {"type": "string"}, "summary": {"type": "string"},
+    "tags": {"type": "array", "items": {"type": "string"}},
     "population": {"type": "integer", "minimum": 0}, "latitude": {"type": "number"}, "longitude": {"type": "number"},
     "score": {"type": "number"}, "count": {"type": "integer", "minimum": 0}, "total": {"type": "number"},
     "location": {"type": "string"}, "owner": {"type": "string"}, "license": {"type": "string"},
@@ -476,11 +477,13 @@ _NOUN_DEFAULTS = {  # singular noun (or its last word) -> fields every record of
     "task": ("title", "status", "priority", "due_date"), "ticket": ("title", "status", "priority"),
     "project": ("name", "status", "owner"), "event": ("title", "date", "location"),
     "appointment": ("date", "status"), "booking": ("date", "status"), "reservation": ("date", "status"),
-    "patient": ("name", "email", "phone"), "doctor": ("name", "department"), "hotel": ("name", "city", "rating", "price"),
+    "patient": ("name", "email", "phone"), "doctor": ("name", "department"),
+    "hotel": ("name", "city", "rating", "price"),
     "room": ("type", "price", "capacity"), "flight": ("origin", "destination", "date", "price"),
     "city": ("name", "country", "population"), "country": ("name", "population", "currency"),
     "model": ("name", "type", "description"), "file": ("name", "size", "updated_at"), "document": ("title", "content"),
-    "note": ("title", "content", "created_at"), "message": ("content", "created_at"), "channel": ("name", "description"),
+    "note": ("title", "content", "created_at"), "message": ("content", "created_at"),
+    "channel": ("name", "description"),
     "issue": ("title", "status", "author"), "app": ("title", "rating", "category", "downloads"),
     "video": ("title", "duration", "author"), "recipe": ("title", "category", "duration_minutes"),
     "chapter": ("name", "summary"), "verse": ("content", "chapter"), "edition": ("name", "language", "author"),
@@ -488,8 +491,10 @@ _NOUN_DEFAULTS = {  # singular noun (or its last word) -> fields every record of
     "invoice": ("total_amount", "status", "due_date"), "payment": ("total_amount", "status", "date"),
     "course": ("title", "duration", "category"), "student": ("name", "email"), "result": ("title", "summary", "url"),
 }  # fmt: skip
-PERSON_NOUNS = frozenset("user customer employee patient guest student member author person contact driver owner "
-                         "client doctor teacher player agent staff passenger tenant buyer seller candidate".split())
+PERSON_NOUNS = frozenset(
+    "user customer employee patient guest student member author person contact driver owner "
+    "client doctor teacher player agent staff passenger tenant buyer seller candidate".split()
+)
 
 
 def inferred_fields(singular: str, descriptions: list[str]) -> dict[str, dict[str, Any]]:

@@ -239,8 +239,10 @@ def _mostly_echo(refactored: RefactoredToolset, cfg: EnvGenConfig) -> str | None
     log_only = sorted(name for name, family in families.items() if family == "log_only")
     share = len(log_only) / max(1, len(families))
     if share > cfg.max_log_only_share:
-        return f"{len(log_only)}/{len(families)} tools only log and echo their call ({share:.0%} > " \
-               f"max_log_only_share={cfg.max_log_only_share:.0%}): {', '.join(log_only)}"
+        return (
+            f"{len(log_only)}/{len(families)} tools only log and echo their call ({share:.0%} > "
+            f"max_log_only_share={cfg.max_log_only_share:.0%}): {', '.join(log_only)}"
+        )
     return None
 
 
@@ -252,8 +254,10 @@ def _weak(report: TestReport, cfg: EnvGenConfig) -> str | None:
         return "no seeded bug applies to any tool: the tests cannot be scored"
     if mutation.score < cfg.min_mutation_score:
         survivors = [f"{m.operator}@{m.tool}" for m in mutation.mutants if not m.killed]
-        return f"mutation score {mutation.score:.2f} < min_mutation_score={cfg.min_mutation_score}; " \
-               f"survived: {', '.join(survivors[:12])}"
+        return (
+            f"mutation score {mutation.score:.2f} < min_mutation_score={cfg.min_mutation_score}; "
+            f"survived: {', '.join(survivors[:12])}"
+        )
     return None
 
 

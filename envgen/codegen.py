@@ -173,7 +173,8 @@ def _read_one(db, spec, kwargs):
             found.append(copy.deepcopy(record))
         if not found:
             return _error(f"argument '{spec['id_param']}' names no {spec['singular']}")
-        return _success(f"{len(found)} {spec['collection']} found", **{spec["response_key"]: found, "count": len(found)})
+        rows = {spec["response_key"]: found, "count": len(found)}
+        return _success(f"{len(found)} {spec['collection']} found", **rows)
     record, error = _target(db, spec, kwargs)
     if error is not None:
         return error
@@ -375,7 +376,8 @@ def _payment(db, spec, kwargs):
     if options["direction"] < 0 and balance < amount:
         return _error(f"insufficient funds: balance {balance} < {amount}")
     record[field] = round(balance + options["direction"] * amount, 2)
-    return _success(f"{field} is now {record[field]}", **{spec["singular"]: copy.deepcopy(record), field: record[field]})
+    fields = {spec["singular"]: copy.deepcopy(record), field: record[field]}
+    return _success(f"{field} is now {record[field]}", **fields)
 
 
 # ------------------------------------------------------------------ messaging, scheduling
@@ -706,7 +708,8 @@ def behaviour_line(plan: ToolPlan) -> str:
     opts, where = plan.options, plan.entity or "-"
     lines = {
         "math": f"math: {opts.get('op')}({', '.join(opts.get('args', []))})",
-        "conversion": f"conversion ({opts.get('kind')}): {opts.get('value')} from {opts.get('from')} to {opts.get('to')}",
+        "conversion": f"conversion ({opts.get('kind')}): {opts.get('value')} "
+        f"from {opts.get('from')} to {opts.get('to')}",
         "text": f"text: {opts.get('op')} of {opts.get('text')}",
         "search": f"search {where}: filters {list(plan.field_params)}, query {list(plan.query_params)}, "
         f"limit {plan.limit_param}, {opts or 'no sort/paging'}",

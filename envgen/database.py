@@ -121,7 +121,9 @@ _ENTITY_NAMES = {  # entity noun -> realistic names of its records
     "crypto": ("Bitcoin", "Ethereum", "Solana", "Cardano", "Polkadot", "Litecoin"),
     "language": ("English", "Spanish", "Arabic", "Japanese", "Swahili", "German"),
     "country": ("Portugal", "Japan", "Kenya", "Canada", "Germany", "Peru"),
-    "city": _CITIES, "location": _CITIES, "station": tuple(f"{c} Central" for c in _CITIES),
+    "city": _CITIES,
+    "location": _CITIES,
+    "station": tuple(f"{c} Central" for c in _CITIES),
     "company": ("Acme Corp", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Logistics"),
     "product": ("Ceramic Mug", "Trail Backpack", "Desk Lamp", "Wireless Mouse", "Garden Hose", "Yoga Mat"),
     "model": ("gpt-4o", "llama-3-70b", "mistral-large", "claude-3-haiku", "gemma-2-9b", "qwen2-72b"),
@@ -212,7 +214,7 @@ def format_id(entity: EntitySpec, number: int) -> str | int:
 
 def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str | int]:
     if entity.name == EXCHANGE_RATES:
-        return list(CURRENCIES)[:max(count, 4)]
+        return list(CURRENCIES)[: max(count, 4)]
     if entity.name == BALANCES:
         return [f"0x{rng.getrandbits(160):040x}" for _ in range(max(count, 2))]
     schema = entity.id_schema or ({"type": "integer"} if entity.id_type == "integer" else {"type": "string"})
@@ -233,7 +235,9 @@ def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, li
     for entity in plan.entities:
         count = rng.randint(low, high)
         ids[entity.name] = (
-            _natural_ids(entity, rng, count) if entity.natural_key else [format_id(entity, n) for n in range(1, count + 1)]
+            _natural_ids(entity, rng, count)
+            if entity.natural_key
+            else [format_id(entity, n) for n in range(1, count + 1)]
         )
     return ids
 

@@ -313,7 +313,8 @@ def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) ->
     singular = singularize(name)
     if name == EXCHANGE_RATES:
         return EntitySpec(name=name, singular="exchange_rate", id_field="currency", id_prefix="CUR", natural_key=True,
-                          fields={"name": {"type": "string"}, "rate_to_usd": {"type": "number", "minimum": 0}})  # fmt: skip
+                          fields={"name": {"type": "string"},
+                                  "rate_to_usd": {"type": "number", "minimum": 0}})  # fmt: skip
     if name == BALANCES:
         return EntitySpec(name=name, singular="balance", id_field="address", id_prefix="ADR", natural_key=True,
                           fields={"owner": {"type": "string"}, "balance": {"type": "number", "minimum": 0}},

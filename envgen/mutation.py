@@ -25,7 +25,9 @@ from gustforge.sandbox import SandboxWorker
 
 __all__ = ["OPERATORS", "applicable", "mutant_source", "score_suite"]
 
-_HEADER = "\n\n# ---- mutant: {op} on {tool} (envgen.mutation) ----\nimport copy as _mut_copy\n\n_mut_original = {tool}\n"
+_HEADER = (
+    "\n\n# ---- mutant: {op} on {tool} (envgen.mutation) ----\nimport copy as _mut_copy\n\n_mut_original = {tool}\n"
+)
 Body = Callable[[ToolSchema, ToolPlan, EnvPlan], list[str]]
 OPERATORS: Registry[Body] = Registry("mutation operator")
 

@@ -97,6 +97,7 @@ getattr/eval/exec/open/type, no dunder names, no str.format (use f-strings). Mod
 helpers (`_name`) are allowed."""
 
 CODEGEN_USER = (
-    "Tool schemas (each with its behaviour):\n{schemas}\n\nInitial database (collections keyed by id):\n{db_excerpt}\n\n"
+    "Tool schemas (each with its behaviour):\n{schemas}\n\n"
+    "Initial database (collections keyed by id):\n{db_excerpt}\n\n"
     "Failures of the previous attempt (fix them; empty on the first attempt):\n{failures}"
 )

@@ -139,17 +139,36 @@ def expected_math(op: str, values: list[Any], arity: str) -> Any:
     if arity == "binary":
         a, b = values
         table2 = {"add": a + b, "subtract": a - b, "multiply": a * b, "divide": a / b, "power": a**b,
-                  "modulo": a % b, "gcd": math.gcd(int(a), int(b)), "lcm": abs(int(a) * int(b)) // math.gcd(int(a), int(b)),
+                  "modulo": a % b, "gcd": math.gcd(int(a), int(b)),
+                  "lcm": abs(int(a) * int(b)) // math.gcd(int(a), int(b)),
                   "log": math.log(a, b), "hypot": math.hypot(a, b), "percentage": a / b * 100}  # fmt: skip
         return table2[op]
     x = values[0]
     table1: dict[str, Any] = {
-        "sqrt": math.sqrt, "cbrt": lambda v: math.copysign(abs(v) ** (1 / 3), v), "abs": abs, "sin": math.sin,
-        "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan, "ln": math.log,
-        "log10": math.log10, "log2": math.log2, "exp": math.exp, "factorial": lambda v: math.factorial(int(v)),
-        "floor": math.floor, "ceil": math.ceil, "round": round, "square": lambda v: v * v,
-        "cube": lambda v: v**3, "negate": lambda v: -v, "reciprocal": lambda v: 1 / v, "radians": math.radians,
-        "degrees": math.degrees, "is_prime": lambda v: v >= 2 and all(v % k for k in range(2, int(v**0.5) + 1)),
+        "sqrt": math.sqrt,
+        "cbrt": lambda v: math.copysign(abs(v) ** (1 / 3), v),
+        "abs": abs,
+        "sin": math.sin,
+        "cos": math.cos,
+        "tan": math.tan,
+        "asin": math.asin,
+        "acos": math.acos,
+        "atan": math.atan,
+        "ln": math.log,
+        "log10": math.log10,
+        "log2": math.log2,
+        "exp": math.exp,
+        "factorial": lambda v: math.factorial(int(v)),
+        "floor": math.floor,
+        "ceil": math.ceil,
+        "round": round,
+        "square": lambda v: v * v,
+        "cube": lambda v: v**3,
+        "negate": lambda v: -v,
+        "reciprocal": lambda v: 1 / v,
+        "radians": math.radians,
+        "degrees": math.degrees,
+        "is_prime": lambda v: v >= 2 and all(v % k for k in range(2, int(v**0.5) + 1)),
         "fibonacci": _fib,
     }
     return table1[op](x)
@@ -203,7 +222,9 @@ class _Ctx:
             if ids:
                 return _coerce(ids[0], schema)
         for attempt in range(6):
-            value = sample_value(param, schema, self.rng, index + attempt, self.entity.singular if self.entity else None)
+            value = sample_value(
+                param, schema, self.rng, index + attempt, self.entity.singular if self.entity else None
+            )
             if value != avoid and _valid(value, schema):
                 return value
         return sample_value(param, schema, self.rng, index)
@@ -313,7 +334,8 @@ def _conversion_cases(ctx: _Ctx) -> Iterator[_Case]:
         want = value * UNIT_FACTORS[src][1] / UNIT_FACTORS[dst][1]
     args = {**ctx.required_args(), opts["value"]: value, opts["from"]: src, opts["to"]: dst}
     yield _Case("converts", args, [_check(f"_close(out.get('result'), {want!r})",
-                                          f"{ctx.name}: {value} {src} -> {dst} must be {want!r}")], reads=True)  # fmt: skip
+                                          f"{ctx.name}: {value} {src} -> {dst} must be {want!r}")],
+                 reads=True)  # fmt: skip
 
 
 def _pick_pair(options: list[str], src_schema: dict[str, Any], dst_schema: dict[str, Any]) -> tuple[Any, Any]:
@@ -483,8 +505,10 @@ def _ordering_cases(ctx: _Ctx, base: dict[str, Any], everything: list[str]) -> I
     order = opts.get("order")
     if order and order not in base:
         schema = ctx.props[order]
-        desc = True if schema.get("type") == "boolean" else next(
-            (v for v in [*schema.get("enum", []), "desc"] if str(v).lower().startswith("desc")), None
+        desc = (
+            True
+            if schema.get("type") == "boolean"
+            else next((v for v in [*schema.get("enum", []), "desc"] if str(v).lower().startswith("desc")), None)
         )
         if desc is not None and _valid(desc, schema):
             args = {**base, order: desc}
@@ -531,11 +555,12 @@ def _get_cases(ctx: _Ctx) -> Iterator[_Case]:
         return
     for index, pick in enumerate(picks):
         args = {**ctx.required_args(rows[pick]), id_param: _coerce(pick, schema)}
-        for ref, target in ctx.plan.ref_params.items():
+        for ref in ctx.plan.ref_params:
             if ref in rows[pick]:
                 args[ref] = _coerce(rows[pick][ref], ctx.props[ref])
         yield _Case(f"returns_record_{index}", args, [_check(f"out.get({key!r}) == {rows[pick]!r}",
-                                                             f"{ctx.name}: not the record {pick}")], reads=True)  # fmt: skip
+                                                             f"{ctx.name}: not the record {pick}")],
+                    reads=True)  # fmt: skip
 
 
 def _write_target(ctx: _Ctx, prefer: Any = None) -> tuple[str, dict[str, Any]] | None:
@@ -564,11 +589,14 @@ def _create_cases(ctx: _Ctx) -> Iterator[_Case]:
     args = {**ctx.required_args(), **_field_args(ctx, None)}
     if ctx.plan.id_param:
         args[ctx.plan.id_param] = _coerce(_UNKNOWN_INT if ctx.props[ctx.plan.id_param].get("type") in
-                                          ("integer", "number") else "NEW-900", ctx.props[ctx.plan.id_param])  # fmt: skip
+                                          ("integer", "number") else "NEW-900",
+                                          ctx.props[ctx.plan.id_param])  # fmt: skip
     args = {k: v for k, v in args.items() if k in ctx.props}
     checks = [
         f"new_key = str(out.get({id_field!r}))",
-        _check(f"len(after.get({coll!r}, {{}})) == len(before.get({coll!r}, {{}})) + 1", f"{ctx.name}: no record added"),
+        _check(
+            f"len(after.get({coll!r}, {{}})) == len(before.get({coll!r}, {{}})) + 1", f"{ctx.name}: no record added"
+        ),
         _check(f"new_key in after.get({coll!r}, {{}})", f"{ctx.name}: the new id is not in the DB"),
         f"_only_changed(env, {ctx.name!r}, before, after, {coll!r}, [new_key])",
     ]
@@ -602,8 +630,10 @@ def _update_cases(ctx: _Ctx) -> Iterator[_Case]:
     args = {**ctx.required_args(record), ctx.plan.id_param: _coerce(key, ctx.props[ctx.plan.id_param])}
     args.update(_field_args(ctx, record))
     args = {k: v for k, v in args.items() if k in ctx.props}
-    checks = [f"row = after.get({coll!r}, {{}}).get({key!r}, {{}})",
-              f"_only_changed(env, {ctx.name!r}, before, after, {coll!r}, [{key!r}])"]
+    checks = [
+        f"row = after.get({coll!r}, {{}}).get({key!r}, {{}})",
+        f"_only_changed(env, {ctx.name!r}, before, after, {coll!r}, [{key!r}])",
+    ]
     for field in (f for f in ctx.plan.field_params if f in args):
         checks.append(_check(f"row.get({field!r}) == {args[field]!r}", f"{ctx.name}: {field} not updated"))
     if ctx.plan.status_value:
@@ -638,7 +668,8 @@ def _transition_cases(ctx: _Ctx) -> Iterator[_Case]:
     args = {k: v for k, v in args.items() if k in ctx.props}
     checks = [
         f"row = after.get({coll!r}, {{}}).get({key!r}, {{}})",
-        _check(f"row.get('status') == {opts['to']!r}", f"{ctx.name}: status {record.get('status')} -> {opts['to']} not made"),
+        _check(f"row.get('status') == {opts['to']!r}",
+               f"{ctx.name}: status {record.get('status')} -> {opts['to']} not made"),
         _check(f"all(row.get(k) == v for k, v in before[{coll!r}][{key!r}].items() if k != 'status' and k not in "
                f"{list(args)!r})", f"{ctx.name}: changed fields other than status"),
         f"_only_changed(env, {ctx.name!r}, before, after, {coll!r}, [{key!r}])",
@@ -658,7 +689,11 @@ def _transfer_cases(ctx: _Ctx) -> Iterator[_Case]:
     dest = ctx.value(opts["to"], avoid=record.get(field))
     if str(dest) == str(record.get(field)):
         return
-    args = {**ctx.required_args(record), ctx.plan.id_param: _coerce(key, ctx.props[ctx.plan.id_param]), opts["to"]: dest}
+    args = {
+        **ctx.required_args(record),
+        ctx.plan.id_param: _coerce(key, ctx.props[ctx.plan.id_param]),
+        opts["to"]: dest,
+    }
     if opts.get("from") and record.get(field) is not None:
         args[opts["from"]] = _coerce(record[field], ctx.props[opts["from"]])
     checks = [
@@ -747,7 +782,8 @@ def _log_only_cases(ctx: _Ctx) -> Iterator[_Case]:
             args[param] = ctx.value(param)
     log = repr(ACTION_LOG)
     yield _Case("logs", args, [
-        _check(f"len(after.get({log}, {{}})) == len(before.get({log}, {{}})) + 1", f"{ctx.name}: the call was not logged"),
+        _check(f"len(after.get({log}, {{}})) == len(before.get({log}, {{}})) + 1",
+               f"{ctx.name}: the call was not logged"),
         _check(f"_without(after, {log}) == _without(before, {log})", f"{ctx.name}: changed other collections"),
     ])  # fmt: skip
 

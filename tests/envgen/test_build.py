@@ -137,8 +137,13 @@ def test_weak_tests_are_repaired_then_quarantined(monkeypatch: pytest.MonkeyPatc
         if len(calls) > 1:
             return report
         first = report.mutants[0].model_copy(update={"killed": False})
-        return report.model_copy(update={"mutants": (first, *report.mutants[1:]), "killed": report.killed - 1,
-                                         "score": (report.killed - 1) / report.total})
+        return report.model_copy(
+            update={
+                "mutants": (first, *report.mutants[1:]),
+                "killed": report.killed - 1,
+                "score": (report.killed - 1) / report.total,
+            }
+        )
 
     monkeypatch.setattr(build_module, "score_suite", weak)
     result = build_environment(sample("Ledger Bank"), strict, sandbox_pool=pool)

@@ -70,8 +70,14 @@ def test_request_flags_are_not_record_fields() -> None:
     from tests.envgen._envgen_samples import sample
 
     toolset = sample("Acme Shop")
-    flagged = RawTool(name="list_products", description="List products.", parameters={
-        "type": "object", "properties": {"category": {"type": "string"}, "include_platform": {"type": "boolean"}}})
+    flagged = RawTool(
+        name="list_products",
+        description="List products.",
+        parameters={
+            "type": "object",
+            "properties": {"category": {"type": "string"}, "include_platform": {"type": "boolean"}},
+        },
+    )
     rt = refactor_toolset(toolset.model_copy(update={"tools": (flagged, *toolset.tools[1:])}), EnvGenConfig())
     db = synthesize_database(rt, seed=0)
     assert all("include_platform" not in record for record in db["products"].values())

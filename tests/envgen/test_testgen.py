@@ -73,13 +73,20 @@ def test_valid_arguments_come_from_the_db() -> None:
     [
         (("    record.update(changes)\n", "    pass\n"), "test_update_order_updates"),
         (("    collection[_key(new_id)] = record\n", "    pass\n"), "test_create_order_creates"),
-        (("    return _success(f\"{spec['singular']} '{value}' found\",", "    db.clear()\n    return _success('',"),
-         "test_get_order_returns_record_0"),
+        (
+            ("    return _success(f\"{spec['singular']} '{value}' found\",", "    db.clear()\n    return _success('',"),
+            "test_get_order_returns_record_0",
+        ),
         # validation inside the tool matters now: the tests call the tool code directly
-        (('    if "minimum" in prop and value < prop["minimum"]:\n', "    if False:\n"), "test_create_order_rejects_bad_input"),
-        (("    record[\"status\"] = target\n", "    pass\n"), "test_cancel_order_transitions"),
-        (("    if record is None:\n        return None, _error(", "    if False:\n        return None, _error("),
-         "test_get_order_rejects_bad_input"),
+        (
+            ('    if "minimum" in prop and value < prop["minimum"]:\n', "    if False:\n"),
+            "test_create_order_rejects_bad_input",
+        ),
+        (('    record["status"] = target\n', "    pass\n"), "test_cancel_order_transitions"),
+        (
+            ("    if record is None:\n        return None, _error(", "    if False:\n        return None, _error("),
+            "test_get_order_rejects_bad_input",
+        ),
     ],
 )
 def test_mutants_are_caught(worker: SandboxWorker, mutation: tuple[str, str], broken_test: str) -> None:
