@@ -223,7 +223,9 @@ def _draft(tool: ToolSchema) -> ToolPlan:
         lookup = _lookup(tool, base, entity)
         if lookup is not None:
             return lookup
-    if base.template == "action" and entity is not None and not tool.parameters.get("required"):
+    if base.template == "action" and entity is not None and kind in (ToolKind.ACTION, ToolKind.READ) and not (
+        tool.parameters.get("required")
+    ):
         return _crud_draft(tool, ToolKind.READ, entity, singularize(entity), None, props)  # a state read
     return base
 

@@ -145,7 +145,7 @@ class TestKindsAndEntities:
         assert tools["get_order"].response["properties"]["order"]["required"] == ["order_id"]
         assert tools["list_products"].response["properties"]["products"]["type"] == "array"
         assert {"order", "order_id"} <= set(tools["create_order"].response["properties"])
-        assert {"event_id", "result"} <= set(tools["send_order_confirmation"].response["properties"])
+        assert {"message_id", "message_record"} <= set(tools["send_order_confirmation"].response["properties"])
 
 
 _schema = st.recursive(
