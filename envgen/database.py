@@ -316,7 +316,13 @@ _DATABASE_OUTPUT = {
 
 def _collections_brief(plan: EnvPlan) -> list[dict[str, Any]]:
     return [
-        {"name": e.name, "id_field": e.id_field, "id_example": format_id(e, 1), "fields": e.fields, "refs": e.refs}
+        {
+            "name": e.name,
+            "id_field": e.id_field,
+            "id_example": f"a real {e.id_field} value" if e.natural_key else format_id(e, 1),
+            "fields": e.fields,
+            "refs": e.refs,
+        }
         for e in plan.entities
     ]
 

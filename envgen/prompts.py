@@ -56,8 +56,10 @@ JSON tool list and the collections it needs, infer the application scenario, its
 variables, then synthesize the requested number of coherent records per collection. Records are keyed by \
 their id and contain the id field itself. Records must be internally consistent across tools: every foreign-key \
 field (e.g. an order's customer_id) names a record that exists, enum fields use only allowed values, and outputs \
-of query-style tools are valid inputs of update or action tools. Use realistic but fictional values; no real \
-personal data."""
+of query-style tools are valid inputs of update or action tools. Fill every listed field of every record with a \
+value that fits the entity and the field (a warehouse gets a warehouse name, an email an e-mail address, a price a \
+price); give filterable fields a few shared values and statuses a mix of states. Use realistic but fictional \
+values; no real personal data."""
 
 DATABASE_USER = (
     "Records per collection: {records_min}-{records_max}\n\nTools:\n{tools}\n\n"
