@@ -36,6 +36,9 @@ _LAST = ("Smith", "Okafor", "Li", "Novak", "Garcia", "Haddad", "Ito", "Kowalski"
 _WORDS = ("alpha", "harbor", "maple", "summit", "cobalt", "orchid", "delta", "meadow", "falcon", "ember", "nova")
 _CITIES = ("Lisbon", "Osaka", "Nairobi", "Toronto", "Berlin", "Lima", "Seoul", "Austin", "Dublin", "Perth")
 _STATUSES = ("active", "pending", "confirmed", "completed", "open")
+_OPENINGS = ("Detailed", "Short", "Reviewed", "Draft", "Updated", "Archived")
+_CLOSINGS = ("last reviewed this quarter", "maintained by the core team", "popular this month", "recently added",
+             "widely referenced", "flagged for follow-up")  # fmt: skip
 _CATEGORIES = ("electronics", "garden", "kitchen", "outdoor", "office", "books", "toys", "health")
 
 Generator = Callable[[random.Random, int, str], Any]
@@ -74,7 +77,7 @@ _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
     (re.compile(r"status|state"), lambda r, i, f: r.choice(_STATUSES)),
     (
         re.compile(r"description|notes?$|comment|summary|body|content|message"),
-        lambda r, i, f: f"Sample {f.replace('_', ' ')} {i}: {r.choice(_WORDS)} {r.choice(_WORDS)}.",
+        lambda r, i, f: f"{r.choice(_OPENINGS)} {f.replace('_', ' ')} #{i}, {r.choice(_CLOSINGS)}.",
     ),
     (
         re.compile(r"symbol|ticker|code"),

@@ -223,8 +223,11 @@ def _draft(tool: ToolSchema) -> ToolPlan:
         lookup = _lookup(tool, base, entity)
         if lookup is not None:
             return lookup
-    if base.template == "action" and entity is not None and kind in (ToolKind.ACTION, ToolKind.READ) and not (
-        tool.parameters.get("required")
+    if (
+        base.template == "action"
+        and entity is not None
+        and kind in (ToolKind.ACTION, ToolKind.READ)
+        and not (tool.parameters.get("required"))
     ):
         return _crud_draft(tool, ToolKind.READ, entity, singularize(entity), None, props)  # a state read
     return base
@@ -344,6 +347,8 @@ def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) ->
         fields["name"] = {"type": "string"}
     if len([f for f in fields if f != id_field]) < 2:
         fields.setdefault("description", {"type": "string"})
+    if len([f for f in fields if f != id_field]) < 3:  # every record says when it last changed
+        fields.setdefault("updated_at", {"type": "string", "format": "date-time"})
     fields.pop(id_field, None)
     id_schema: dict[str, Any] = {}
     if lookup is not None:
