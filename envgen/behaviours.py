@@ -267,6 +267,7 @@ def _amount_param(props: dict[str, Any]) -> str | None:
                  and _AMOUNT.search(p) and not s.get("enum")), None)  # fmt: skip
 
 
+_HOLDERS = {"accounts", "wallets", "cards", "customers", "users", "members", "balances", "players", "clients"}
 _HOLDER_SOURCE = {"from", "from_", "sender", "source", "from_address", "source_address", "payer"}
 _HOLDER_TARGET = {"to", "recipient", "receiver", "to_address", "destination", "payee", "target_address"}
 
@@ -301,6 +302,13 @@ def _payment(tool: ToolSchema, draft: Any) -> dict[str, Any] | None:
         return None
     target = ids[0]
     entity = _collection_of(target, "accounts")
+    if entity.split("_")[-1] not in _HOLDERS:  # charging a reservation or paying an invoice accrues, never overdraws
+        field = "amount_paid" if tokens & {"pay", "purchase", "buy"} else "amount_charged"
+        if direction > 0:
+            field = "amount_refunded" if "refund" in tokens else "amount_credited"
+        return {"template": "payment", "kind": ToolKind.UPDATE, "entity": entity, "id_param": target,
+                "options": {"mode": "single", "amount": amount, "direction": 1, "balance": field},
+                "response_key": None}  # fmt: skip
     return {"template": "payment", "kind": ToolKind.UPDATE, "entity": entity, "id_param": target,
             "options": {"mode": "single", "amount": amount, "direction": direction, "balance": "balance"},
             "response_key": None}  # fmt: skip

@@ -235,13 +235,15 @@ def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str
 
 def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, list[str | int]]:
     ids: dict[str, list[str | int]] = {}
-    for entity in plan.entities:
+    for entity in sorted(plan.entities, key=lambda e: e.natural_key):  # synthetic ids first: lookups may key on them
         count = rng.randint(low, high)
-        ids[entity.name] = (
-            _natural_ids(entity, rng, count)
-            if entity.natural_key
-            else [format_id(entity, n) for n in range(1, count + 1)]
-        )
+        if entity.key_source in ids and not plan.entity(entity.key_source).natural_key:  # type: ignore[union-attr]
+            source = ids[entity.key_source]
+            ids[entity.name] = [v if entity.id_type == "integer" else str(v) for v in source]
+        elif entity.natural_key:
+            ids[entity.name] = _natural_ids(entity, rng, count)
+        else:
+            ids[entity.name] = [format_id(entity, n) for n in range(1, count + 1)]
     return ids
 
 
@@ -255,7 +257,10 @@ def _field_value(entity: EntitySpec, field: str, schema: dict[str, Any], rng: ra
     return sample_value(field, schema, rng, index, entity.singular)
 
 
-def _records(entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random) -> dict[str, Any]:
+def _records(
+    entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random, shared: dict[str, list[Any]]
+) -> dict[str, Any]:
+    """Records of one collection; a field named like a lookup's natural key (`city`) takes one of its keys."""
     collection: dict[str, Any] = {}
     for index, record_id in enumerate(ids[entity.name], start=1):
         record: dict[str, Any] = {entity.id_field: record_id}
@@ -265,7 +270,10 @@ def _records(entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Ra
             continue
         for field, schema in entity.fields.items():
             target = entity.refs.get(field)
-            if target is None:
+            keys = [k for k in shared.get(field, []) if _fits(k, schema)]
+            if target is None and keys:
+                record[field] = rng.choice(keys)
+            elif target is None:
                 record[field] = _field_value(entity, field, schema, rng, index)
             else:  # a string-typed key to an integer-keyed collection holds the key's text
                 value = rng.choice(ids[target])
@@ -274,10 +282,21 @@ def _records(entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Ra
     return collection
 
 
+def _fits(value: Any, schema: dict[str, Any]) -> bool:
+    kind = schema.get("type", "string")
+    if schema.get("enum") and value not in schema["enum"]:
+        return False
+    return (kind == "string" and isinstance(value, str)) or (kind == "integer" and type(value) is int)
+
+
 def _offline(plan: EnvPlan, seed: int, records_per_entity: tuple[int, int]) -> dict[str, Any]:
     rng = random.Random(seed)
     ids = _ids(plan, rng, *records_per_entity)
-    db: dict[str, Any] = {entity.name: _records(entity, ids, rng) for entity in plan.entities}
+    shared = {e.id_field: ids[e.name] for e in plan.entities if e.natural_key and e.name != EXCHANGE_RATES}
+    db: dict[str, Any] = {
+        entity.name: _records(entity, ids, rng, {k: v for k, v in shared.items() if k != entity.id_field})
+        for entity in plan.entities
+    }
     db[ACTION_LOG] = {}
     return db
 

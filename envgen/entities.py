@@ -91,6 +91,7 @@ class EntitySpec(StrictModel):
     refs: dict[str, str] = Field(default_factory=dict, description="foreign-key field -> referenced collection")
     natural_key: bool = Field(default=False, description="Ids are real values of the id field (city, symbol...).")
     id_schema: dict[str, Any] = Field(default_factory=dict, description="Schema of a natural key (enum, format).")
+    key_source: str | None = Field(default=None, description="Collection whose ids a lookup is keyed by.")
 
 
 class ToolPlan(StrictModel):
@@ -287,6 +288,10 @@ def _lookup(tool: ToolSchema, base: ToolPlan, entity: str | None) -> ToolPlan | 
     if base.template == "action" and len(others) > 1:
         return None
     batch = props[key].get("type") == "array"
+    match = _ID_PARAM.match(key)
+    if match and pluralize(match.group("noun")) == entity:  # keyed by another collection's id: its own collection
+        named = _noun_entity(tool.name)
+        entity = named if named and named != entity else f"{singularize(entity)}_details"
     return ToolPlan(name=tool.name, kind=ToolKind.READ, template="read_one", entity=entity, id_param=key,
                     response_key=entity if batch else singularize(entity), lookup=True,
                     options={"batch": True} if batch else {})  # fmt: skip
@@ -355,8 +360,11 @@ def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) ->
         key_schema = by_name[lookup.name].parameters["properties"][lookup.id_param]
         id_schema = _simple(key_schema.get("items", {}) if lookup.options.get("batch") else key_schema)
         id_schema.pop("description", None)
+    match = _ID_PARAM.match(id_field) if lookup is not None else None
+    source = pluralize(match.group("noun")) if match else None
     return EntitySpec(name=name, singular=singular, id_field=id_field, id_type=id_type, id_prefix=id_prefix(singular),
-                      fields=fields, natural_key=lookup is not None, id_schema=id_schema)  # fmt: skip
+                      fields=fields, natural_key=lookup is not None, id_schema=id_schema,
+                      key_source=source if source != name else None)  # fmt: skip
 
 
 def _family_fields(plan: ToolPlan, props: dict[str, Any], fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -366,6 +374,8 @@ def _family_fields(plan: ToolPlan, props: dict[str, Any], fields: dict[str, Any]
         status = dict(fields.get("status") or {"type": "string"})
         status["enum"] = list(dict.fromkeys([*status.get("enum", []), *opts["from"], opts["to"]]))
         return {"status": {"type": "string", "enum": status["enum"]}}
+    if plan.template == "payment" and opts["balance"] != "balance":
+        return {opts["balance"]: {"type": "number", "minimum": 0}}
     if plan.template == "payment":
         return {opts["balance"]: {"type": "number", "minimum": 0}, "owner": {"type": "string"}}
     if plan.template == "transfer":
