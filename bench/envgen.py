@@ -130,6 +130,7 @@ def run(path: Path, *, limit: int | None, workers: int) -> dict[str, Any]:
         "behaviours_shipped": dict(Counter(shipped_tools).most_common()),
         "log_only_share_shipped_tools": round(shipped_tools.count("log_only") / max(1, len(shipped_tools)), 4),
         "mutation": _mutation(envs, cfg.min_mutation_score),
+        "rejected_calls": dict(sum((Counter(e.test_report.rejected_calls) for e in envs), Counter())),
         "record_richness": _richness(envs),
         "mutation_s_mean": round(statistics.fmean([e.manifest.timings.get("mutation_s", 0.0) for e in envs]), 3)
         if envs

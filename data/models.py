@@ -159,6 +159,11 @@ class TestReport(StrictModel):
     duration_s: float
     error: str | None = Field(default=None, description="Sandbox-level failure (timeout, violation), if any.")
     mutation: MutationReport | None = Field(default=None, description="How many seeded bugs the suite kills.")
+    rejected_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rejected calls of the suite: `schema_invalid` (the harness would reject them too) and "
+        "`tool_only` (only the tool's own checks can: unknown ids, domain and state rules).",
+    )
 
     @property
     def failures(self) -> list[TestCaseResult]:

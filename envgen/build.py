@@ -42,7 +42,7 @@ from envgen.ingest import reason_of
 from envgen.mutation import score_suite
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset
-from envgen.testgen import generate_tests_source
+from envgen.testgen import generate_tests_source, rejected_call_counts
 from gustforge.errors import (
     UNAVAILABLE_REASON,
     CodegenError,
@@ -188,6 +188,7 @@ def _attempt(
                                        budget_seconds=cfg.test_budget_seconds)  # fmt: skip
             report = report.model_copy(update={"mutation": mutation})
             timings["mutation_s"] = timings.get("mutation_s", 0.0) + time.perf_counter() - mutation_start
+        report = report.model_copy(update={"rejected_calls": rejected_call_counts(refactored, db, seed=seed)})
     except SandboxError as exc:
         report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
     timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start

@@ -29,7 +29,7 @@ from data.models import RefactoredToolset, ToolSchema
 from envgen.database import sample_value
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, ToolPlan, plan_environment
 
-__all__ = ["generate_tests_source", "valid_arguments", "expected_math"]
+__all__ = ["generate_tests_source", "valid_arguments", "expected_math", "rejected_call_counts"]
 
 _UNKNOWN_STR = "UNKNOWN-404"
 _UNKNOWN_INT = 987654
@@ -855,17 +855,36 @@ def _tests_for(ctx: _Ctx) -> tuple[list[str], dict[str, Any]]:
     cases = list(_FAMILY_CASES.get(ctx.plan.template, _log_only_cases)(ctx))
     parts = [_positive_test(ctx, case) for case in cases]
     args = dict(cases[0].args) if cases else ctx.required_args()
-    calls, seen = [], set()
-    for why, bad in [*_generic_errors(ctx, args), *_FAMILY_ERRORS.get(ctx.plan.template, lambda c: iter(()))(ctx)]:
-        if repr(bad) not in seen:
-            seen.add(repr(bad))
-            calls.append((why, bad))
+    calls = _rejected_calls(ctx, args)
     if calls:
         body = ["before = env.db()"]
         body += [f"_rejected(env, {ctx.name!r}, env.call_tool({ctx.name!r}, {bad!r}), before, {why!r})"
                  for why, bad in calls]  # fmt: skip
         parts.append(_test(f"test_{ctx.name}_rejects_bad_input", body))
     return parts, args
+
+
+def _rejected_calls(ctx: _Ctx, args: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    calls, seen = [], set()
+    for why, bad in [*_generic_errors(ctx, args), *_FAMILY_ERRORS.get(ctx.plan.template, lambda c: iter(()))(ctx)]:
+        if repr(bad) not in seen:
+            seen.add(repr(bad))
+            calls.append((why, bad))
+    return calls
+
+
+def rejected_call_counts(refactored: RefactoredToolset, db: dict[str, Any], *, seed: int = 0) -> dict[str, int]:
+    """How the suite's rejected calls split: `schema_invalid` ones the harness in front of a tool would also
+    reject, and `tool_only` ones only the tool's own logic can (unknown ids, domain errors, state rules)."""
+    plan = plan_environment(refactored.tools, refactored.log_only)
+    counts = {"schema_invalid": 0, "tool_only": 0}
+    for index, (tool, tool_plan) in enumerate(zip(refactored.tools, plan.tools, strict=True)):
+        ctx = _Ctx(tool, tool_plan, plan.entity(tool_plan.entity), db, seed * 1000 + index)
+        cases = list(_FAMILY_CASES.get(tool_plan.template, _log_only_cases)(ctx))
+        args = dict(cases[0].args) if cases else ctx.required_args()
+        for _, bad in _rejected_calls(ctx, args):
+            counts["tool_only" if _valid(bad, tool.parameters) else "schema_invalid"] += 1
+    return counts
 
 
 def _chain_tests(refactored: RefactoredToolset, plan: EnvPlan, args_of: dict[str, dict[str, Any]]) -> Iterator[str]:

@@ -52,6 +52,8 @@ def test_every_sample_is_built(outcome) -> None:
         assert mutation is not None and mutation.total > 0 and mutation.score == built.manifest.mutation_score
         assert mutation.score >= FAST.min_mutation_score, (built.manifest.name, mutation)
         assert set(built.manifest.behaviours) == {s.name for s in built.schemas}
+        rejected = built.test_report.rejected_calls  # counted apart: what only the tool itself can reject
+        assert rejected["tool_only"] > 0 and rejected["schema_invalid"] > 0
         assert built.manifest.log_only_tools == [t for t, f in built.manifest.behaviours.items() if f == "log_only"]
 
 
