@@ -14,7 +14,8 @@ from envgen.config import EnvGenConfig
 from envgen.entities import ACTION_LOG
 from envgen.ingest import read_toolsets
 
-# With the paper's filter (the default): see the envgen row of the README's benchmark table for the measured figures.
+# With the paper's filter (the default), measured: 167 of 177 toolsets built (mostly_echo 2, too_many_required_params 8),
+# log-only 5.1 % of shipped tools, 0 % thin collections, mutation median 1.0 / min 0.82 (see the README's benchmarks).
 BUILT_FLOOR_OF_TOOLSETS = 0.95
 MAX_LOG_ONLY_SHARE = 0.10  # share of shipped tools that only log and echo their call
 MAX_THIN_COLLECTIONS = 0.10  # share of collections with at most one non-id field
