@@ -275,7 +275,9 @@ def _noun_entity(name: str) -> str | None:
 def _lookup(tool: ToolSchema, base: ToolPlan, entity: str | None) -> ToolPlan | None:
     """A reference lookup: a read (or an otherwise log-only tool) keyed by one natural-key parameter."""
     props: dict[str, Any] = tool.parameters.get("properties", {})
-    required = [p for p in tool.parameters.get("required", []) if _key_like(props.get(p, {}))]
+    required = [
+        p for p in tool.parameters.get("required", []) if _key_like(props.get(p, {})) and not is_flag(p, props[p])
+    ]
     if entity is None or not required:
         return None
     key = required[0]
