@@ -185,3 +185,19 @@ def test_families_are_chosen_from_name_schema_and_description() -> None:
     }  # fmt: skip
     products = plan_environment(rt.tools).entity("products")
     assert products is not None and {"price", "stock"} <= set(products.fields)
+
+
+def test_an_echoing_implementation_fails_the_suite(worker: SandboxWorker) -> None:
+    """What an LLM's code is judged by: a module whose tools only log and echo no longer passes."""
+    rt = refactor_toolset(sample("Stockroom"), FAST)
+    db = synthesize_database(rt, seed=0)
+    echo = "".join(
+        f"\n\ndef {t.name}(db, **kwargs):\n    db.setdefault('action_log', {{}})[str(len(db['action_log']))] = kwargs\n"
+        f"    return {{'status': 'success', 'message': 'done', 'result': {{'arguments': kwargs}}}}\n"
+        for t in rt.tools
+    )
+    schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in rt.tools}
+    worker.load(echo, db)
+    report = worker.run_tests(generate_tests_source(rt, db, seed=0), schemas)
+    failing = {c.tool for c in report.failures}
+    assert failing == {t.name for t in rt.tools}, failing  # every tool's tests notice the echo
