@@ -734,11 +734,30 @@ def _initial_status(entity: Any, plan: ToolPlan) -> str | None:
     return str(enum[0]) if enum else None
 
 
+def _validation_lines(tool: ToolSchema, plan: ToolPlan) -> list[str]:
+    """One comment line per parameter: what the tool checks before it acts."""
+    required = set(tool.parameters.get("required", []))
+    lines = []
+    for name, schema in tool.parameters.get("properties", {}).items():
+        checks = [str(schema.get("type", "string")), "required" if name in required else "optional"]
+        checks += [f"one of {schema['enum']}"[:80]] if schema.get("enum") else []
+        checks += [f"{k} {schema[k]}" for k in ("minimum", "maximum", "format") if k in schema]
+        if name in plan.ref_params:
+            checks.append(f"must exist in {plan.ref_params[name]}")
+        elif name == plan.id_param and plan.template not in ("create", "schedule", "read_many"):
+            checks.append(f"must exist in {plan.entity}")
+        lines.append(f"    #   {name}: {', '.join(checks)}")
+    return lines
+
+
 def _function(tool: ToolSchema, plan: ToolPlan) -> str:
     summary = tool.description.splitlines()[0][:200] if tool.description else tool.name
-    comment = behaviour_line(plan).replace("\n", " ")
-    return (f"\n\ndef {tool.name}(db, **kwargs):\n    {summary!r}\n    # behaviour: {comment}\n"
-            f"    return _run(db, {tool.name!r}, kwargs)\n")  # fmt: skip
+    comment = behaviour_line(plan)
+    checks = _validation_lines(tool, plan)
+    validates = ["    # validates (structured error, DB untouched, when a check fails):", *checks] if checks else []
+    lines = [f"def {tool.name}(db, **kwargs):", f"    {summary!r}", f"    # behaviour: {comment}", *validates,
+             f"    return _run(db, {tool.name!r}, kwargs)"]  # fmt: skip
+    return "\n\n" + "\n".join(line.replace("\n", " ").replace("\r", " ") for line in lines) + "\n"
 
 
 @CODEGENS.register("offline")
