@@ -18,6 +18,8 @@ __all__ = [
     "RefactoredToolset",
     "QuarantineRecord",
     "TestCaseResult",
+    "MutantResult",
+    "MutationReport",
     "TestReport",
     "EnvManifest",
     "StageReport",
@@ -108,6 +110,12 @@ class RefactoredToolset(StrictModel):
     description: str = ""
     tools: tuple[ToolSchema, ...]
     name_map: dict[str, str] = Field(description="raw tool name -> refactored name")
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="tool -> pipeline note (e.g. dropped parameters); never shown to agents."
+    )
+    log_only: tuple[str, ...] = Field(
+        default=(), description="Tools the repair loop forced to the log-only fallback (their family failed)."
+    )
 
 
 class QuarantineRecord(StrictModel):
@@ -127,11 +135,35 @@ class TestCaseResult(StrictModel):
     message: str = ""
 
 
+class MutantResult(StrictModel):
+    """One seeded bug (`operator` applied to `tool`) and whether the generated tests noticed it."""
+
+    operator: str
+    tool: str
+    killed: bool
+    by: str = Field(default="", description="First test that failed on the mutant.")
+
+
+class MutationReport(StrictModel):
+    """Mutation score of a generated test suite: killed / total seeded bugs (None when no mutant applies)."""
+
+    score: float | None
+    killed: int
+    total: int
+    mutants: tuple[MutantResult, ...] = ()
+
+
 class TestReport(StrictModel):
     passed: bool
     cases: tuple[TestCaseResult, ...]
     duration_s: float
     error: str | None = Field(default=None, description="Sandbox-level failure (timeout, violation), if any.")
+    mutation: MutationReport | None = Field(default=None, description="How many seeded bugs the suite kills.")
+    rejected_calls: dict[str, int] = Field(
+        default_factory=dict,
+        description="Rejected calls of the suite: `schema_invalid` (the harness would reject them too) and "
+        "`tool_only` (only the tool's own checks can: unknown ids, domain and state rules).",
+    )
 
     @property
     def failures(self) -> list[TestCaseResult]:
@@ -161,6 +193,12 @@ class EnvManifest(StrictModel):
         description="Isolation layers the sandbox worker that ran the tests reported (audit hook, privileges, "
         "hard rlimits, network/PID namespaces); see SandboxWorker.isolation.",
     )
+    behaviours: dict[str, str] = Field(default_factory=dict, description="tool -> behaviour family it implements.")
+    log_only_tools: list[str] = Field(
+        default_factory=list, description="Tools that only validate, log and echo their call (no family fitted)."
+    )
+    mutation_score: float | None = Field(default=None, description="Share of seeded bugs the tests kill.")
+    notes: dict[str, str] = Field(default_factory=dict, description="tool -> pipeline note (not agent-facing).")
 
 
 class StageReport(StrictModel):

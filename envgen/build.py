@@ -1,9 +1,15 @@
-"""The closed loop of ToolVerse §3.1: refactor → mock DB → code → tests → sandbox run → repair (K tries) → keep or
-quarantine. No Prefect here: `build_environments` does the per-item work of one shard.
+"""The closed loop of ToolVerse §3.1: refactor → mock DB → code → tests → sandbox run → mutation score → repair
+(K tries) → keep or quarantine. No Prefect here: `build_environments` does the per-item work of one shard.
 
-Repair per backend (`REPAIRS`, keyed by `EnvGenConfig.backend`):
-    offline   reseed the DB and fall back to the always-executable `action` template for every failing tool;
+Gates, in order: a toolset whose share of log-only tools exceeds `max_log_only_share` is quarantined `mostly_echo`
+(before any code is written, and again after repairs); the tests must pass; the suite must kill at least
+`min_mutation_score` of the seeded bugs (`envgen.mutation`), else the attempt is repaired and finally quarantined
+`weak_tests`. The score and every mutant go into `test_report.json` (`mutation`) and the manifest.
+
+Repair per backend (`REPAIRS`, keyed by `EnvGenConfig.backend`), on failing tests:
+    offline   reseed the DB and fall back to the log-only `action` template for every failing tool;
     openai    keep the schemas and re-prompt the code generator with the failures.
+Weak tests are repaired by reseeding alone (new data gives the tests other, often more distinguishing, values).
 """
 
 from __future__ import annotations
@@ -26,16 +32,17 @@ from data.models import (
     StageReport,
     StrictModel,
     TestReport,
-    ToolKind,
     Toolset,
 )
 from envgen.codegen import generate_tools_source
 from envgen.config import EnvGenConfig
 from envgen.database import synthesize_database
+from envgen.entities import plan_environment
 from envgen.ingest import reason_of
+from envgen.mutation import score_suite
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset
-from envgen.testgen import generate_tests_source
+from envgen.testgen import generate_tests_source, rejected_call_counts
 from gustforge.errors import (
     UNAVAILABLE_REASON,
     CodegenError,
@@ -91,9 +98,10 @@ def _simplify_failing(refactored: RefactoredToolset, report: TestReport) -> Refa
     failing = {case.tool for case in report.failures if case.tool}
     if not failing:
         return refactored
-    drafts = [t.model_copy(update={"kind": ToolKind.ACTION}) if t.name in failing else t for t in refactored.tools]
-    logger.info("repair %s: action template for %s", refactored.toolset_id, sorted(failing))
-    return refactored.model_copy(update={"tools": finalize_tools(drafts)})
+    log_only = tuple(sorted(set(refactored.log_only) | failing))
+    logger.info("repair %s: log-only fallback for %s", refactored.toolset_id, sorted(failing))
+    tools = finalize_tools(list(refactored.tools), log_only=log_only)
+    return refactored.model_copy(update={"tools": tools, "log_only": log_only})
 
 
 @REPAIRS.register("openai")
@@ -174,6 +182,14 @@ def _attempt(
         with gate:  # CPython 3.11's ast.parse is not thread-safe (gh-106905); the sandbox parses in this process
             worker.load(tools_source, db)
             report = worker.run_tests(tests_source, schemas, total_seconds=cfg.test_budget_seconds)
+        if report.passed and cfg.mutation_testing:
+            mutation_start = time.perf_counter()
+            with gate:
+                mutation = score_suite(refactored, db, tools_source, worker, seed=seed,
+                                       budget_seconds=cfg.test_budget_seconds)  # fmt: skip
+            report = report.model_copy(update={"mutation": mutation})
+            timings["mutation_s"] = timings.get("mutation_s", 0.0) + time.perf_counter() - mutation_start
+        report = report.model_copy(update={"rejected_calls": rejected_call_counts(refactored, db, seed=seed)})
     except SandboxError as exc:
         report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
     timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start
@@ -186,8 +202,9 @@ def _artifacts(
     original: RefactoredToolset,
 ) -> EnvArtifacts:  # fmt: skip
     schemas = done.refactored.tools
-    final_kinds = {s.name: s.kind for s in schemas}
-    repaired = {t.name: str(t.kind) for t in original.tools if final_kinds.get(t.name, t.kind) != t.kind}
+    behaviours = family_map(done.refactored)
+    before = family_map(original)
+    repaired = {name: family for name, family in before.items() if behaviours.get(name) != family}
     dumps = [s.model_dump(mode="json") for s in schemas]
     env_id = make_env_id(toolset.name, dumps, done.db, done.tools_source)
     manifest = EnvManifest(
@@ -205,9 +222,46 @@ def _artifacts(
         timings={k: round(v, 4) for k, v in sorted(timings.items())},
         repaired_tools=repaired,
         sandbox=done.isolation,
+        behaviours=behaviours,
+        log_only_tools=[name for name, family in behaviours.items() if family == "log_only"],
+        mutation_score=done.report.mutation.score if done.report.mutation else None,
+        notes=dict(done.refactored.notes),
     )
     return EnvArtifacts(manifest=manifest, schemas=schemas, db=done.db, tools_source=done.tools_source,
                         tests_source=done.tests_source, test_report=done.report)  # fmt: skip
+
+
+def family_map(refactored: RefactoredToolset) -> dict[str, str]:
+    """tool -> behaviour family it is implemented with (`log_only` for the fallback)."""
+    plan = plan_environment(refactored.tools, refactored.log_only)
+    return {tool.name: tool.family for tool in plan.tools}
+
+
+def _mostly_echo(refactored: RefactoredToolset, cfg: EnvGenConfig) -> str | None:
+    families = family_map(refactored)
+    log_only = sorted(name for name, family in families.items() if family == "log_only")
+    share = len(log_only) / max(1, len(families))
+    if share > cfg.max_log_only_share:
+        return (
+            f"{len(log_only)}/{len(families)} tools only log and echo their call ({share:.0%} > "
+            f"max_log_only_share={cfg.max_log_only_share:.0%}): {', '.join(log_only)}"
+        )
+    return None
+
+
+def _weak(report: TestReport, cfg: EnvGenConfig) -> str | None:
+    mutation = report.mutation
+    if not cfg.mutation_testing or mutation is None:
+        return None
+    if mutation.score is None:
+        return "no seeded bug applies to any tool: the tests cannot be scored"
+    if mutation.score < cfg.min_mutation_score:
+        survivors = [f"{m.operator}@{m.tool}" for m in mutation.mutants if not m.killed]
+        return (
+            f"mutation score {mutation.score:.2f} < min_mutation_score={cfg.min_mutation_score}; "
+            f"survived: {', '.join(survivors[:12])}"
+        )
+    return None
 
 
 def _quarantined(toolset: Toolset, reason: str, detail: str, attempts: int) -> EnvBuildResult:
@@ -264,8 +318,12 @@ def _repair_loop(
     client: LLMClient | None, timings: dict[str, float], gate: AbstractContextManager[Any],
 ) -> EnvBuildResult:  # fmt: skip
     original = refactored
+    echo = _mostly_echo(refactored, cfg)
+    if echo is not None:
+        return _quarantined(toolset, "mostly_echo", echo, attempts=0)
     failures: list[str] = []
     report = TestReport(passed=False, cases=(), duration_s=0.0, error="not run")
+    weak: str | None = None
     with _worker(pool, cfg, cfg.seed) as worker:
         for attempt in range(cfg.max_repairs + 1):
             try:
@@ -278,10 +336,20 @@ def _repair_loop(
                 continue
             report = last.report
             if report.passed:
-                artifacts = _artifacts(toolset, cfg, last, attempt + 1, timings, original)
-                return EnvBuildResult(toolset_id=toolset.toolset_id, attempts=attempt + 1, artifacts=artifacts)
+                weak = _weak(report, cfg)
+                if weak is None:
+                    artifacts = _artifacts(toolset, cfg, last, attempt + 1, timings, original)
+                    return EnvBuildResult(toolset_id=toolset.toolset_id, attempts=attempt + 1, artifacts=artifacts)
+                failures = [f"the tests are too weak: {weak}"]
+                continue  # the next attempt reseeds the DB, and with it the tests' values
+            weak = None
             failures = _failure_lines(report)
             refactored = REPAIRS.get(cfg.backend)(refactored, report)
+            echo = _mostly_echo(refactored, cfg)
+            if echo is not None:
+                return _quarantined(toolset, "mostly_echo", f"after repairs: {echo}", attempts=attempt + 1)
+    if weak is not None:
+        return _quarantined(toolset, "weak_tests", weak, attempts=cfg.max_repairs + 1)
     return _quarantined(toolset, *_quarantine_reason(report), attempts=cfg.max_repairs + 1)
 
 

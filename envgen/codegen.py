@@ -3,7 +3,8 @@
 `generate_tools_source` emits a module following the tools-module contract: one public function per tool,
 `def <tool>(db, **kwargs) -> dict`, that validates its arguments and queries or updates the dict DB. Backends
 (registry `CODEGENS`, keyed by `EnvGenConfig.backend`):
-    offline   deterministic templates per `ToolPlan.template` (read_one, read_many, create, update, delete, action);
+    offline   a library of behaviour-family implementations (envgen.behaviours) plus one readable function per tool
+              naming its behaviour; `_TOOLS` holds each tool's resolved plan;
     openai    an `LLMRole` prompted with the schemas, a DB excerpt and the last test failures; its code is returned
               in a JSON field. Both outputs pass `check_source` (the sandbox allow-list) before they are returned.
 """
@@ -16,13 +17,14 @@ from typing import Any
 
 from data.models import RefactoredToolset, ToolSchema
 from envgen import prompts
-from envgen.entities import ACTION_LOG, EnvPlan, ToolPlan, plan_environment
+from envgen.behaviours import UNIT_FACTORS
+from envgen.entities import ACTION_LOG, EXCHANGE_RATES, OUTBOX, EnvPlan, ToolPlan, plan_environment
 from gustforge.errors import CodegenError, LLMError, SandboxViolation
 from gustforge.llm import LLMClient, LLMRole, run_role
 from gustforge.registry import Registry
 from gustforge.sandbox import check_source
 
-__all__ = ["CODEGENS", "CODEGEN_ROLE", "Codegen", "generate_tools_source", "tool_specs"]
+__all__ = ["CODEGENS", "CODEGEN_ROLE", "Codegen", "behaviour_line", "generate_tools_source", "tool_specs"]
 
 Codegen = Callable[[RefactoredToolset, dict[str, Any], LLMClient | None, Sequence[str]], str]
 CODEGENS: Registry[Codegen] = Registry("codegen backend")
@@ -34,9 +36,15 @@ _DB_EXCERPT_RECORDS = 2
 _RUNTIME = """
 import copy
 import json
+import math
+import re
 
 ACTION_LOG = %(action_log)r
+OUTBOX = %(outbox)r
+EXCHANGE_RATES = %(rates)r
 _TYPES = {"string": str, "boolean": bool, "array": list, "object": dict}
+_EMAIL = re.compile(r"^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$")
+_DATE = re.compile(r"^\\d{4}-\\d{2}-\\d{2}")
 
 
 def _error(message):
@@ -52,6 +60,25 @@ def _type_ok(value, kind):
     return expected is None or isinstance(value, expected)
 
 
+def _value_problem(name, value, prop):
+    if not _type_ok(value, prop["type"]):
+        return f"argument '{name}' must be of type {prop['type']}"
+    if "enum" in prop and value not in prop["enum"]:
+        return f"argument '{name}' must be one of {prop['enum']}"
+    if "minimum" in prop and value < prop["minimum"]:
+        return f"argument '{name}' must be >= {prop['minimum']}"
+    if "maximum" in prop and value > prop["maximum"]:
+        return f"argument '{name}' must be <= {prop['maximum']}"
+    if prop.get("format") == "email" and not _EMAIL.match(value):
+        return f"argument '{name}' must be an e-mail address"
+    if prop.get("format") in ("date", "date-time") and not _DATE.match(value):
+        return f"argument '{name}' must be a date (YYYY-MM-DD)"
+    if prop["type"] == "array" and "items" in prop:
+        if not all(_type_ok(item, prop["items"]) for item in value):
+            return f"items of argument '{name}' must be of type {prop['items']}"
+    return None
+
+
 def _check_args(spec, kwargs):
     for name in spec["required"]:
         if kwargs.get(name) is None:
@@ -60,15 +87,10 @@ def _check_args(spec, kwargs):
         prop = spec["params"].get(name)
         if prop is None:
             return f"unknown argument '{name}'"
-        if value is None:
-            continue
-        if not _type_ok(value, prop["type"]):
-            return f"argument '{name}' must be of type {prop['type']}"
-        if "enum" in prop and value not in prop["enum"]:
-            return f"argument '{name}' must be one of {prop['enum']}"
-        if prop["type"] == "array" and "items" in prop:
-            if not all(_type_ok(item, prop["items"]) for item in value):
-                return f"items of argument '{name}' must be of type {prop['items']}"
+        if value is not None:
+            problem = _value_problem(name, value, prop)
+            if problem is not None:
+                return problem
     return None
 
 
@@ -76,10 +98,18 @@ def _key(value):
     return str(value)
 
 
+def _find(collection, value):
+    record = collection.get(_key(value))
+    if record is None and isinstance(value, str):
+        wanted = value.strip().lower()
+        record = next((r for k, r in collection.items() if k.lower() == wanted), None)
+    return record
+
+
 def _check_refs(db, spec, kwargs):
     for param, collection in spec["refs"].items():
         value = kwargs.get(param)
-        if value is not None and _key(value) not in db.get(collection, {}):
+        if value is not None and _find(db.get(collection, {}), value) is None:
             return _error(f"no record '{value}' in {collection} (argument '{param}')")
     return None
 
@@ -88,10 +118,14 @@ def _target(db, spec, kwargs):
     value = kwargs.get(spec["id_param"])
     if value is None:
         return None, _error(f"missing required argument '{spec['id_param']}'")
-    record = db.get(spec["collection"], {}).get(_key(value))
+    record = _find(db.get(spec["collection"], {}), value)
     if record is None:
         return None, _error(f"{spec['singular']} '{value}' not found")
     return record, None
+
+
+def _success(message, **fields):
+    return {"status": "success", "message": message, **fields}
 
 
 def _matches(stored, wanted):
@@ -107,14 +141,47 @@ def _text_match(record, text):
     return any(needle in str(value).lower() for value in record.values() if isinstance(value, (str, int, float)))
 
 
+def _sort_key(field):
+    def key(record):
+        value = record.get(field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return (0, value, "")
+        return (1 if value is not None else 2, 0, str(value))
+    return key
+
+
+def _descending(value):
+    if isinstance(value, bool):
+        return value
+    return str(value).lower().startswith("desc")
+
+
+# ------------------------------------------------------------------ get_by_id / lookup
+
+
 def _read_one(db, spec, kwargs):
-    record, error = _target(db, spec, kwargs)
-    if error is None:
-        error = _check_refs(db, spec, kwargs)
+    error = _check_refs(db, spec, kwargs)
     if error is not None:
         return error
-    return {"status": "success", "message": f"{spec['singular']} '{kwargs[spec['id_param']]}' found",
-            spec["response_key"]: copy.deepcopy(record)}
+    value = kwargs.get(spec["id_param"])
+    if spec["options"].get("batch"):
+        found = []
+        for item in value or []:
+            record = _find(db.get(spec["collection"], {}), item)
+            if record is None:
+                return _error(f"{spec['singular']} '{item}' not found")
+            found.append(copy.deepcopy(record))
+        if not found:
+            return _error(f"argument '{spec['id_param']}' names no {spec['singular']}")
+        rows = {spec["response_key"]: found, "count": len(found)}
+        return _success(f"{len(found)} {spec['collection']} found", **rows)
+    record, error = _target(db, spec, kwargs)
+    if error is not None:
+        return error
+    return _success(f"{spec['singular']} '{value}' found", **{spec["response_key"]: copy.deepcopy(record)})
+
+
+# ------------------------------------------------------------------ search / filter / sort / paginate
 
 
 def _read_many(db, spec, kwargs):
@@ -128,11 +195,38 @@ def _read_many(db, spec, kwargs):
         if not all(kwargs.get(q) is None or _text_match(record, kwargs[q]) for q in spec["queries"]):
             continue
         found.append(copy.deepcopy(record))
+    options = spec["options"]
+    sort = kwargs.get(options.get("sort", ""))
+    if sort is not None:
+        if found and not any(sort in record for record in found):
+            return _error(f"cannot sort by '{sort}': {spec['collection']} have no such field")
+        found.sort(key=_sort_key(sort))
+    order = kwargs.get(options.get("order", ""))
+    if order is not None and _descending(order):
+        found.reverse()
+    total = len(found)
     limit = kwargs.get(spec["limit"]) if spec["limit"] else None
-    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit >= 0:
+    offset = kwargs.get(options.get("offset", ""))
+    page = kwargs.get(options.get("page", ""))
+    if page is not None:
+        first = int(page) - options.get("page_base", 1)
+        if first < 0:
+            return _error(f"argument '{options['page']}' must be >= {options.get('page_base', 1)}")
+        size = int(limit) if limit else 10
+        found = found[first * size : (first + 1) * size]
+    elif offset is not None:
+        if offset < 0:
+            return _error(f"argument '{options['offset']}' must be >= 0")
+        found = found[int(offset):]
+    if limit is not None:
+        if limit < 0:
+            return _error(f"argument '{spec['limit']}' must be >= 0")
         found = found[: int(limit)]
-    return {"status": "success", "message": f"{len(found)} {spec['collection']} found",
-            spec["response_key"]: found, "count": len(found)}
+    return _success(f"{len(found)} {spec['collection']} found",
+                    **{spec["response_key"]: found, "count": len(found), "total": total})
+
+
+# ------------------------------------------------------------------ create / update / delete
 
 
 def _format_id(spec, number):
@@ -148,23 +242,34 @@ def _new_id(collection, spec):
     return _format_id(spec, number)
 
 
-def _create(db, spec, kwargs):
-    error = _check_refs(db, spec, kwargs)
-    if error is not None:
-        return error
+def _insert(db, spec, kwargs, extra):
     collection = db.setdefault(spec["collection"], {})
     new_id = kwargs.get(spec["id_param"]) if spec["id_param"] else None
     if new_id is None:
         new_id = _new_id(collection, spec)
     elif _key(new_id) in collection:
-        return _error(f"{spec['singular']} '{new_id}' already exists")
+        return None, _error(f"{spec['singular']} '{new_id}' already exists")
     record = {spec["id_field"]: new_id}
     for name in spec["fields"]:
         if kwargs.get(name) is not None:
             record[name] = copy.deepcopy(kwargs[name])
+    if spec.get("initial_status"):
+        record["status"] = spec["initial_status"]
+    record.update(extra)
     collection[_key(new_id)] = record
-    return {"status": "success", "message": f"{spec['singular']} '{new_id}' created",
-            spec["response_key"]: copy.deepcopy(record), spec["id_field"]: new_id}
+    return record, None
+
+
+def _create(db, spec, kwargs):
+    error = _check_refs(db, spec, kwargs)
+    if error is not None:
+        return error
+    record, error = _insert(db, spec, kwargs, {})
+    if error is not None:
+        return error
+    new_id = record[spec["id_field"]]
+    return _success(f"{spec['singular']} '{new_id}' created",
+                    **{spec["response_key"]: copy.deepcopy(record), spec["id_field"]: new_id})
 
 
 def _update(db, spec, kwargs):
@@ -179,17 +284,341 @@ def _update(db, spec, kwargs):
     if not changes:
         return _error("no fields to update were given")
     record.update(changes)
-    return {"status": "success", "message": f"{spec['singular']} '{kwargs[spec['id_param']]}' updated",
-            spec["response_key"]: copy.deepcopy(record)}
+    return _success(f"{spec['singular']} '{kwargs[spec['id_param']]}' updated",
+                    **{spec["response_key"]: copy.deepcopy(record)})
 
 
 def _delete(db, spec, kwargs):
     record, error = _target(db, spec, kwargs)
     if error is not None:
         return error
-    db[spec["collection"]].pop(_key(kwargs[spec["id_param"]]))
-    return {"status": "success", "message": f"{spec['singular']} '{kwargs[spec['id_param']]}' deleted",
-            spec["id_field"]: record[spec["id_field"]]}
+    db[spec["collection"]].pop(_key(record[spec["id_field"]]))
+    return _success(f"{spec['singular']} '{kwargs[spec['id_param']]}' deleted",
+                    **{spec["id_field"]: record[spec["id_field"]]})
+
+
+# ------------------------------------------------------------------ status transitions, transfers, payments
+
+
+def _transition(db, spec, kwargs):
+    record, error = _target(db, spec, kwargs)
+    if error is not None:
+        return error
+    target, allowed = spec["options"]["to"], spec["options"]["from"]
+    current = record.get("status")
+    if current == target:
+        return _error(f"{spec['singular']} '{kwargs[spec['id_param']]}' is already {target}")
+    if current not in allowed:
+        return _error(f"cannot make a {current} {spec['singular']} {target} (allowed from: {', '.join(allowed)})")
+    record["status"] = target
+    for name in spec["fields"]:
+        if kwargs.get(name) is not None:
+            record[name] = copy.deepcopy(kwargs[name])
+    return _success(f"{spec['singular']} '{kwargs[spec['id_param']]}' is now {target}",
+                    **{spec["response_key"]: copy.deepcopy(record), "previous_status": current})
+
+
+def _transfer(db, spec, kwargs):
+    record, error = _target(db, spec, kwargs)
+    if error is None:
+        error = _check_refs(db, spec, kwargs)
+    if error is not None:
+        return error
+    options = spec["options"]
+    destination, field = kwargs[options["to"]], options["field"]
+    source = kwargs.get(options["from"]) if options["from"] else None
+    if source is not None and _key(record.get(field)) != _key(source):
+        return _error(f"{spec['singular']} '{kwargs[spec['id_param']]}' is not at '{source}'")
+    if _key(record.get(field)) == _key(destination):
+        return _error(f"{spec['singular']} '{kwargs[spec['id_param']]}' is already at '{destination}'")
+    previous = record.get(field)
+    record[field] = copy.deepcopy(destination)
+    return _success(f"{spec['singular']} '{kwargs[spec['id_param']]}' moved to '{destination}'",
+                    **{spec["response_key"]: copy.deepcopy(record), "previous": previous})
+
+
+def _amount(value):
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return value
+
+
+def _payment(db, spec, kwargs):
+    if spec["id_param"]:
+        record, error = _target(db, spec, kwargs)
+        if error is not None:
+            return error
+    else:  # no payer argument: the env's own account (the collection's first record) pays
+        record = next(iter(db.get(spec["collection"], {}).values()), None)
+        if record is None:
+            return _error(f"no {spec['singular']} to pay from")
+    options = spec["options"]
+    amount, field = _amount(kwargs[options["amount"]]), options["balance"]
+    if amount is None or math.isnan(amount) or math.isinf(amount):
+        return _error(f"argument '{options['amount']}' must be a number")
+    if amount <= 0:
+        return _error(f"argument '{options['amount']}' must be positive")
+    balance = record.get(field, 0)
+    if options["mode"] == "between":
+        other = _find(db[spec["collection"]], kwargs[options["to"]])
+        if other is None:
+            return _error(f"{spec['singular']} '{kwargs[options['to']]}' not found")
+        if other is record:
+            return _error("source and destination are the same")
+        if balance < amount:
+            return _error(f"insufficient funds: balance {balance} < {amount}")
+        record[field] = round(balance - amount, 2)
+        other[field] = round(other.get(field, 0) + amount, 2)
+        return _success(f"moved {amount}", source=copy.deepcopy(record), destination=copy.deepcopy(other))
+    if options["direction"] < 0 and balance < amount:
+        return _error(f"insufficient funds: balance {balance} < {amount}")
+    record[field] = round(balance + options["direction"] * amount, 2)
+    fields = {spec["singular"]: copy.deepcopy(record), field: record[field]}
+    return _success(f"{field} is now {record[field]}", **fields)
+
+
+# ------------------------------------------------------------------ messaging, scheduling
+
+
+def _message(db, spec, kwargs):
+    error = _check_refs(db, spec, kwargs)
+    if error is not None:
+        return error
+    recipient = spec["options"]["recipient"]
+    value = kwargs.get(recipient) if recipient else None
+    if value is not None and "email" in recipient and isinstance(value, str) and not _EMAIL.match(value):
+        return _error(f"argument '{recipient}' is not a valid e-mail address")
+    body = spec["options"]["body"]
+    if body is not None and not str(kwargs.get(body) or "").strip():
+        return _error(f"argument '{body}' must not be empty")
+    extra = {"status": "sent", "subject": spec["options"]["subject"]}
+    about = spec["options"]["about"]
+    if about is not None and kwargs.get(about) is not None:
+        extra["subject"] = f"{spec['options']['subject']} for {kwargs[about]}"
+    record, error = _insert(db, spec, kwargs, extra)
+    if error is not None:
+        return error
+    return _success(f"message '{record['message_id']}' sent", message_id=record["message_id"],
+                    message_record=copy.deepcopy(record))
+
+
+def _schedule(db, spec, kwargs):
+    error = _check_refs(db, spec, kwargs)
+    if error is not None:
+        return error
+    slot = [p for p in spec["options"]["slot"] if kwargs.get(p) is not None]
+    resources = [p for p in spec["refs"] if kwargs.get(p) is not None]
+    for record in db.get(spec["collection"], {}).values():
+        if slot and all(_key(record.get(p)) == _key(kwargs[p]) for p in slot + resources):
+            if record.get("status") != "cancelled":
+                return _error(f"conflict: {spec['singular']} '{record[spec['id_field']]}' already holds this slot")
+    return _create(db, spec, kwargs)
+
+
+# ------------------------------------------------------------------ math, conversions, text
+
+
+def _gcd_lcm(op, a, b):
+    if not (isinstance(a, int) and isinstance(b, int)) and not (float(a).is_integer() and float(b).is_integer()):
+        return None, f"{op} needs integers"
+    a, b = int(a), int(b)
+    if op == "gcd":
+        return math.gcd(a, b), None
+    return (abs(a * b) // math.gcd(a, b) if a and b else 0), None
+
+
+def _binary(op, a, b):
+    if op == "add":
+        return a + b, None
+    if op == "subtract":
+        return a - b, None
+    if op == "multiply":
+        return a * b, None
+    if op in ("divide", "modulo", "percentage") and b == 0:
+        return None, "division by zero"
+    if op == "divide":
+        return a / b, None
+    if op == "modulo":
+        return a % b, None
+    if op == "percentage":
+        return a / b * 100, None
+    if op == "power":
+        if abs(b) > 1000 or (a == 0 and b < 0):
+            return None, "power out of range"
+        return a ** b, None
+    if op in ("gcd", "lcm"):
+        return _gcd_lcm(op, a, b)
+    if op == "hypot":
+        return math.hypot(a, b), None
+    if op == "log":
+        if a <= 0 or b <= 0 or b == 1:
+            return None, "logarithm needs a positive number and a positive base other than 1"
+        return math.log(a, b), None
+    return None, f"unsupported operation {op}"
+
+
+def _unary(op, x):
+    if op in ("sqrt",) and x < 0:
+        return None, "square root of a negative number"
+    if op in ("ln", "log10", "log2") and x <= 0:
+        return None, "logarithm of a non-positive number"
+    if op in ("asin", "acos") and not -1 <= x <= 1:
+        return None, f"{op} needs a value between -1 and 1"
+    if op == "reciprocal" and x == 0:
+        return None, "division by zero"
+    if op in ("factorial", "fibonacci", "is_prime"):
+        if not float(x).is_integer() or x < 0 or x > 1000:
+            return None, f"{op} needs a whole number between 0 and 1000"
+        x = int(x)
+    table = {
+        "sqrt": math.sqrt, "cbrt": lambda v: math.copysign(abs(v) ** (1 / 3), v), "abs": abs, "sin": math.sin,
+        "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan, "ln": math.log,
+        "log10": math.log10, "log2": math.log2, "exp": lambda v: math.exp(min(v, 700)), "floor": math.floor,
+        "ceil": math.ceil, "round": round, "square": lambda v: v * v, "cube": lambda v: v * v * v,
+        "negate": lambda v: -v, "reciprocal": lambda v: 1 / v, "radians": math.radians, "degrees": math.degrees,
+        "factorial": math.factorial, "is_prime": _is_prime, "fibonacci": _fibonacci,
+    }
+    return table[op](x), None
+
+
+def _is_prime(n):
+    return n >= 2 and all(n % k for k in range(2, int(math.isqrt(n)) + 1))
+
+
+def _fibonacci(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
+def _listed(op, values):
+    if not values:
+        return None, "the list of numbers is empty"
+    if op in ("stdev", "variance") and len(values) < 2:
+        return None, f"{op} needs at least two numbers"
+    mean = sum(values) / len(values)
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    if op == "sum":
+        return sum(values), None
+    if op == "mean":
+        return mean, None
+    if op == "median":
+        return (ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2), None
+    if op == "mode":
+        return max(values, key=lambda v: (values.count(v), -values.index(v))), None
+    if op == "min":
+        return min(values), None
+    if op == "max":
+        return max(values), None
+    if op == "range":
+        return max(values) - min(values), None
+    if op == "count":
+        return len(values), None
+    if op == "product":
+        return math.prod(values), None
+    variance = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return (variance if op == "variance" else math.sqrt(variance)), None
+
+
+def _quadratic(a, b, c):
+    if a == 0:
+        return None, "not a quadratic equation: a must not be 0"
+    disc = b * b - 4 * a * c
+    if disc < 0:
+        real, imag = -b / (2 * a), math.sqrt(-disc) / (2 * a)
+        return [f"{real:.6g}+{abs(imag):.6g}i", f"{real:.6g}-{abs(imag):.6g}i"], None
+    root = math.sqrt(disc)
+    return sorted({(-b - root) / (2 * a), (-b + root) / (2 * a)}), None
+
+
+def _clean(value):
+    if isinstance(value, float):
+        if math.isinf(value) or math.isnan(value):
+            return None
+        value = round(value, 10)
+        return int(value) if value.is_integer() and abs(value) < 1e15 else value
+    return value
+
+
+def _arithmetic(db, spec, kwargs):
+    options = spec["options"]
+    values = [kwargs[p] for p in options["args"]]
+    if options["arity"] == "list":
+        result, problem = _listed(options["op"], values[0])
+    elif options["arity"] == "binary":
+        result, problem = _binary(options["op"], values[0], values[1])
+    elif options["arity"] == "ternary":
+        result, problem = _quadratic(*values)
+    else:
+        result, problem = _unary(options["op"], values[0])
+    if problem is not None:
+        return _error(problem)
+    result = [_clean(v) for v in result] if isinstance(result, list) else _clean(result)
+    if result is None:
+        return _error("result out of range")
+    return _success(f"{options['op']} = {result}", result=result)
+
+
+_UNITS = json.loads(%(units)r)
+_TEMPERATURE = {"c": "celsius", "f": "fahrenheit", "k": "kelvin", "celsius": "celsius", "fahrenheit": "fahrenheit",
+                "kelvin": "kelvin"}
+
+
+def _to_celsius(value, unit):
+    return {"celsius": value, "fahrenheit": (value - 32) * 5 / 9, "kelvin": value - 273.15}[unit]
+
+
+def _from_celsius(value, unit):
+    return {"celsius": value, "fahrenheit": value * 9 / 5 + 32, "kelvin": value + 273.15}[unit]
+
+
+def _convert(db, spec, kwargs):
+    options = spec["options"]
+    value, source, target = kwargs[options["value"]], str(kwargs[options["from"]]), str(kwargs[options["to"]])
+    if options["kind"] == "currency":
+        if value < 0:
+            return _error("amount must not be negative")
+        rates = db.get(EXCHANGE_RATES, {})
+        low, high = rates.get(source.upper()), rates.get(target.upper())
+        if low is None or high is None:
+            return _error(f"unknown currency '{source if low is None else target}'")
+        result = round(value * low["rate_to_usd"] / high["rate_to_usd"], 4)
+        return _success(f"{value} {source.upper()} = {result} {target.upper()}", result=result,
+                        rate=round(low["rate_to_usd"] / high["rate_to_usd"], 6))
+    if options["kind"] == "temperature" or source.lower() in _TEMPERATURE:
+        low, high = _TEMPERATURE.get(source.lower()), _TEMPERATURE.get(target.lower())
+        if low is None or high is None:
+            return _error(f"unknown temperature unit '{source if low is None else target}'")
+        return _success(f"{value} {low} in {high}", result=_clean(_from_celsius(_to_celsius(value, low), high)))
+    low, high = _UNITS.get(source.lower()), _UNITS.get(target.lower())
+    if low is None or high is None:
+        return _error(f"unknown unit '{source if low is None else target}'")
+    if low[0] != high[0]:
+        return _error(f"cannot convert {low[0]} to {high[0]}")
+    return _success(f"{value} {source} in {target}", result=_clean(value * low[1] / high[1]))
+
+
+def _text(db, spec, kwargs):
+    op, text = spec["options"]["op"], kwargs[spec["options"]["text"]]
+    if op != "echo" and not text.strip():
+        return _error(f"argument '{spec['options']['text']}' must not be empty")
+    words = text.split()
+    table = {
+        "upper": lambda: text.upper(), "lower": lambda: text.lower(), "reverse": lambda: text[::-1],
+        "word_count": lambda: len(words), "char_count": lambda: len(text), "title": lambda: text.title(),
+        "slug": lambda: re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-"), "strip": lambda: text.strip(),
+        "palindrome": lambda: re.sub(r"[^a-z0-9]", "", text.lower()) == re.sub(r"[^a-z0-9]", "", text.lower())[::-1],
+        "vowels": lambda: sum(ch in "aeiouAEIOU" for ch in text), "echo": lambda: text,
+    }
+    return _success(f"{op} done", result=table[op]())
+
+
+# ------------------------------------------------------------------ log-only fallback
 
 
 def _action(db, spec, kwargs):
@@ -205,12 +634,14 @@ def _action(db, spec, kwargs):
     result = {"tool": spec["name"], "arguments": copy.deepcopy(kwargs)}
     for param, collection in spec["refs"].items():
         if kwargs.get(param) is not None:
-            result[param[:-3] if param.endswith("_id") else param] = copy.deepcopy(db[collection][_key(kwargs[param])])
-    return {"status": "success", "message": f"{spec['name']} completed", "event_id": event_id, "result": result}
+            result[param[:-3] if param.endswith("_id") else param] = copy.deepcopy(_find(db[collection], kwargs[param]))
+    return _success(f"{spec['name']} completed", event_id=event_id, result=result)
 
 
 _TEMPLATES = {"read_one": _read_one, "read_many": _read_many, "create": _create, "update": _update,
-              "delete": _delete, "action": _action}
+              "delete": _delete, "action": _action, "arithmetic": _arithmetic, "convert": _convert, "text": _text,
+              "transition": _transition, "transfer": _transfer, "payment": _payment, "message": _message,
+              "schedule": _schedule}
 
 
 def _run(db, name, kwargs):
@@ -226,6 +657,9 @@ def _param_spec(schema: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = {"type": schema.get("type", "string")}
     if schema.get("enum"):
         spec["enum"] = schema["enum"]
+    for key in ("minimum", "maximum", "format"):
+        if key in schema:
+            spec[key] = schema[key]
     items = schema.get("items")
     if (
         spec["type"] == "array"
@@ -262,25 +696,85 @@ def tool_specs(refactored: RefactoredToolset, plan: EnvPlan) -> dict[str, dict[s
             "refs": dict(tool_plan.ref_params),
             "response_key": tool_plan.response_key,
             "status_value": tool_plan.status_value,
+            "options": dict(tool_plan.options),
+            "family": tool_plan.family,
+            "initial_status": _initial_status(entity, tool_plan),
         }
     return specs
 
 
+def behaviour_line(plan: ToolPlan) -> str:
+    """One readable line saying what a generated tool does (a comment in tools.py)."""
+    opts, where = plan.options, plan.entity or "-"
+    lines = {
+        "math": f"math: {opts.get('op')}({', '.join(opts.get('args', []))})",
+        "conversion": f"conversion ({opts.get('kind')}): {opts.get('value')} "
+        f"from {opts.get('from')} to {opts.get('to')}",
+        "text": f"text: {opts.get('op')} of {opts.get('text')}",
+        "search": f"search {where}: filters {list(plan.field_params)}, query {list(plan.query_params)}, "
+        f"limit {plan.limit_param}, {opts or 'no sort/paging'}",
+        "get_by_id": f"get one of {where} by {plan.id_param}",
+        "lookup": f"look up {where} by {plan.id_param}",
+        "crud": f"{plan.template} a record of {where}",
+        "status_transition": f"status of {where}: {opts.get('from')} -> {opts.get('to')}",
+        "transfer": f"move a record of {where}: {opts.get('field')} <- {opts.get('to')}",
+        "payment": f"payment on {where}.{opts.get('balance')} ({opts.get('mode')})",
+        "messaging": f"append to {where} (recipient {opts.get('recipient')})",
+        "scheduling": f"book {where}; conflict on {opts.get('slot')}",
+        "log_only": "log-only: validate, log the call and echo it (no behaviour family fits)",
+    }
+    return lines.get(plan.family, plan.family)
+
+
+def _initial_status(entity: Any, plan: ToolPlan) -> str | None:
+    """A created record starts in the first state of its collection's status enum (transitions need one)."""
+    if entity is None or plan.template not in ("create", "schedule") or "status" in plan.field_params:
+        return None
+    enum = (entity.fields.get("status") or {}).get("enum") or []
+    return str(enum[0]) if enum else None
+
+
+def _validation_lines(tool: ToolSchema, plan: ToolPlan) -> list[str]:
+    """One comment line per parameter: what the tool checks before it acts."""
+    required = set(tool.parameters.get("required", []))
+    lines = []
+    for name, schema in tool.parameters.get("properties", {}).items():
+        checks = [str(schema.get("type", "string")), "required" if name in required else "optional"]
+        checks += [f"one of {schema['enum']}"[:80]] if schema.get("enum") else []
+        checks += [f"{k} {schema[k]}" for k in ("minimum", "maximum", "format") if k in schema]
+        if name in plan.ref_params:
+            checks.append(f"must exist in {plan.ref_params[name]}")
+        elif name == plan.id_param and plan.template not in ("create", "schedule", "read_many"):
+            checks.append(f"must exist in {plan.entity}")
+        lines.append(f"    #   {name}: {', '.join(checks)}")
+    return lines
+
+
 def _function(tool: ToolSchema, plan: ToolPlan) -> str:
     summary = tool.description.splitlines()[0][:200] if tool.description else tool.name
-    return f"\n\ndef {tool.name}(db, **kwargs):\n    {summary!r}\n    return _run(db, {tool.name!r}, kwargs)\n"
+    comment = behaviour_line(plan)
+    checks = _validation_lines(tool, plan)
+    validates = ["    # validates (structured error, DB untouched, when a check fails):", *checks] if checks else []
+    lines = [f"def {tool.name}(db, **kwargs):", f"    {summary!r}", f"    # behaviour: {comment}", *validates,
+             f"    return _run(db, {tool.name!r}, kwargs)"]  # fmt: skip
+    return "\n\n" + "\n".join(line.replace("\n", " ").replace("\r", " ") for line in lines) + "\n"
 
 
 @CODEGENS.register("offline")
 def _offline(
     refactored: RefactoredToolset, db: dict[str, Any], client: LLMClient | None, failures: Sequence[str]
 ) -> str:
-    plan = plan_environment(refactored.tools)
+    plan = plan_environment(refactored.tools, refactored.log_only)
     header = f'"""Tools of {refactored.name!r} (toolset {refactored.toolset_id}); generated by envgen.codegen."""\n'
     # One JSON string constant instead of a dict literal: a fraction of the AST the sandbox checks on every load.
     specs = json.dumps(tool_specs(refactored, plan), ensure_ascii=False, sort_keys=False)
     body = "".join(_function(tool, tool_plan) for tool, tool_plan in zip(refactored.tools, plan.tools, strict=True))
-    runtime = _RUNTIME.replace("%(action_log)r", repr(ACTION_LOG))
+    runtime = (
+        _RUNTIME.replace("%(action_log)r", repr(ACTION_LOG))
+        .replace("%(outbox)r", repr(OUTBOX))
+        .replace("%(rates)r", repr(EXCHANGE_RATES))
+        .replace("%(units)r", repr(json.dumps({k: list(v) for k, v in UNIT_FACTORS.items()})))
+    )
     return header + runtime + f"\n\n_TOOLS = json.loads({specs!r})\n" + body
 
 
@@ -313,7 +807,9 @@ def _db_excerpt(db: dict[str, Any]) -> dict[str, Any]:
 def _llm(refactored: RefactoredToolset, db: dict[str, Any], client: LLMClient | None, failures: Sequence[str]) -> str:
     if client is None:
         raise CodegenError("llm_codegen_failed: the openai backend needs an LLM client")
-    schemas = [{**t.openai_tool()["function"], "response": t.response} for t in refactored.tools]
+    plan = plan_environment(refactored.tools, refactored.log_only)
+    schemas = [{**t.openai_tool()["function"], "response": t.response, "behaviour": behaviour_line(p)}
+               for t, p in zip(refactored.tools, plan.tools, strict=True)]  # fmt: skip
     inputs = {
         "schemas": json.dumps(schemas, ensure_ascii=False),
         "db_excerpt": json.dumps(_db_excerpt(db), ensure_ascii=False),

@@ -19,8 +19,8 @@ PAPER_MAX_PARAMS = 4  # ToolVerse App. F.1: "limit to a maximum of 4 parameters"
 class EnvGenConfig(StrictModel):
     """Settings of the environment-synthesis stage.
 
-    The defaults are permissive (2..40 tools, no parameter cap) so that most real toolsets get a chance; the
-    paper's filter is `min_tools=PAPER_MIN_TOOLS, max_tools=PAPER_MAX_TOOLS, max_params=PAPER_MAX_PARAMS`.
+    The defaults are the paper's filter (5..20 tools, at most 4 parameters per tool); the bundled sample fits it.
+    `paper_filter_overridden` says when a run departs from it (the CLI prints a notice).
     """
 
     backend: Literal["offline", "openai"] = Field(
@@ -31,10 +31,10 @@ class EnvGenConfig(StrictModel):
         description="Endpoint, model and cache of the openai backend (its own `backend` field is overridden).",
     )
     seed: int = Field(default=0, description="Seed of the mock-database synthesis; part of every env's identity.")
-    min_tools: int = Field(default=2, ge=1, description="Toolsets with fewer tools are quarantined (paper: 5).")
-    max_tools: int = Field(default=40, ge=1, description="Toolsets with more tools are quarantined (paper: 20).")
+    min_tools: int = Field(default=PAPER_MIN_TOOLS, ge=1, description="Toolsets with fewer tools are quarantined.")
+    max_tools: int = Field(default=PAPER_MAX_TOOLS, ge=1, description="Toolsets with more tools are quarantined.")
     max_params: int | None = Field(
-        default=None,
+        default=PAPER_MAX_PARAMS,
         ge=1,
         description="Cap on parameters per tool (paper: 4). Optional parameters beyond it are dropped with a note; "
         "a tool with more required parameters than the cap quarantines its toolset.",
@@ -56,6 +56,22 @@ class EnvGenConfig(StrictModel):
         default=2, ge=1, description="Warm sandbox workers (and build threads) used by `build_environments`."
     )
     test_budget_seconds: float = Field(default=60.0, gt=0, description="Wall budget of one tests-module run.")
+    max_log_only_share: float = Field(
+        default=0.5, ge=0, le=1,
+        description="A toolset whose share of log-only tools (no behaviour family fits) exceeds this is "
+        "quarantined as `mostly_echo` instead of shipped.",
+    )  # fmt: skip
+    min_mutation_score: float = Field(
+        default=0.8, ge=0, le=1,
+        description="Envs whose tests kill a smaller share of seeded bugs are repaired, then quarantined "
+        "(`weak_tests`).",
+    )  # fmt: skip
+    mutation_testing: bool = Field(default=True, description="Score every env's test suite by mutation.")
+
+    @property
+    def paper_filter_overridden(self) -> bool:
+        """True when the tool-count window or the parameter cap differs from the paper's filter."""
+        return (self.min_tools, self.max_tools, self.max_params) != (PAPER_MIN_TOOLS, PAPER_MAX_TOOLS, PAPER_MAX_PARAMS)
 
     @model_validator(mode="after")
     def _check_ranges(self) -> EnvGenConfig:

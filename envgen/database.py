@@ -16,7 +16,8 @@ from typing import Any
 
 from data.models import RefactoredToolset
 from envgen import prompts
-from envgen.entities import ACTION_LOG, EntitySpec, EnvPlan, plan_environment, record_schema
+from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
+from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
 from gustforge.errors import CodegenError, LLMError
 from gustforge.llm import LLMClient, LLMRole, run_role
 
@@ -35,6 +36,10 @@ _LAST = ("Smith", "Okafor", "Li", "Novak", "Garcia", "Haddad", "Ito", "Kowalski"
 _WORDS = ("alpha", "harbor", "maple", "summit", "cobalt", "orchid", "delta", "meadow", "falcon", "ember", "nova")
 _CITIES = ("Lisbon", "Osaka", "Nairobi", "Toronto", "Berlin", "Lima", "Seoul", "Austin", "Dublin", "Perth")
 _STATUSES = ("active", "pending", "confirmed", "completed", "open")
+_OPENINGS = ("Detailed", "Short", "Reviewed", "Draft", "Updated", "Archived")
+_CLOSINGS = ("last reviewed this quarter", "maintained by the core team", "popular this month", "recently added",
+             "widely referenced", "flagged for follow-up")  # fmt: skip
+_CATEGORIES = ("electronics", "garden", "kitchen", "outdoor", "office", "books", "toys", "health")
 
 Generator = Callable[[random.Random, int, str], Any]
 
@@ -60,7 +65,7 @@ _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
     (re.compile(r"e_?mail"), _email),
     (re.compile(r"phone|mobile"), lambda r, i, f: f"+1-555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"),
     (re.compile(r"(^|_)(user_?name|login|handle)$"), lambda r, i, f: f"{r.choice(_FIRST).lower()}{i}"),
-    (re.compile(r"(^|_)(full_)?name$|author|owner|customer$|patient$|guest$"), _name),
+    (re.compile(r"author|owner|customer$|patient$|guest$|(^|_)(first|last|full|contact|user)_name$"), _name),
     (re.compile(r"title|subject|headline"), _title),
     (re.compile(r"(^|_)(city|location|destination|origin|place)$"), lambda r, i, f: r.choice(_CITIES)),
     (re.compile(r"country"), lambda r, i, f: r.choice(("PT", "JP", "KE", "CA", "DE", "PE"))),
@@ -72,12 +77,20 @@ _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
     (re.compile(r"status|state"), lambda r, i, f: r.choice(_STATUSES)),
     (
         re.compile(r"description|notes?$|comment|summary|body|content|message"),
-        lambda r, i, f: f"Sample {f.replace('_', ' ')} {i}: {r.choice(_WORDS)} {r.choice(_WORDS)}.",
+        lambda r, i, f: f"{r.choice(_OPENINGS)} {f.replace('_', ' ')} #{i}, {r.choice(_CLOSINGS)}.",
     ),
     (
         re.compile(r"symbol|ticker|code"),
         lambda r, i, f: "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(4)),
     ),
+    (re.compile(r"(^|_)(category|genre|type|kind)$"), lambda r, i, f: r.choice(_CATEGORIES)),
+    (re.compile(r"(^|_)(tags?|labels?|keywords?)$"), lambda r, i, f: r.choice(_CATEGORIES)),
+    (re.compile(r"(^|_)(version)$"), lambda r, i, f: f"{r.randint(0, 4)}.{r.randint(0, 20)}.{r.randint(0, 9)}"),
+    (re.compile(r"(^|_)(condition|weather)$"), lambda r, i, f: r.choice(("sunny", "cloudy", "rain", "snow", "windy"))),
+    (re.compile(r"(^|_)(severity|priority)$"), lambda r, i, f: r.choice(("low", "medium", "high"))),
+    (re.compile(r"(^|_)(role|department)$"), lambda r, i, f: r.choice(("engineering", "sales", "support", "finance"))),
+    (re.compile(r"(^|_)(license)$"), lambda r, i, f: r.choice(("MIT", "Apache-2.0", "GPL-3.0", "BSD-3-Clause"))),
+    (re.compile(r"(^|_)(path|file|file_path|filename)$"), lambda r, i, f: f"/data/{r.choice(_WORDS)}_{i}.txt"),
     (re.compile(r"(^|_)(lang|language)$"), lambda r, i, f: r.choice(("en", "es", "fr"))),
     (re.compile(r"_id$"), lambda r, i, f: f"{f[:-3][:3].upper()}-{r.randint(100, 999)}"),
 )
@@ -89,6 +102,7 @@ _NUMBER_RULES: tuple[tuple[re.Pattern[str], tuple[float, float]], ...] = (
     (re.compile(r"percent|rate"), (0.0, 100.0)),
 )
 _INT_RULES: tuple[tuple[re.Pattern[str], tuple[int, int]], ...] = (
+    (re.compile(r"(_id|_index|_number|_no)$"), (1, 4)),  # shared by several records, like real foreign keys
     (re.compile(r"year"), (2018, 2025)),
     (re.compile(r"(^|_)age$"), (18, 80)),
     (re.compile(r"quantity|count|stock|seats|capacity|guests|copies|nights|days"), (1, 20)),
@@ -104,7 +118,39 @@ def _bounded(lo: float, hi: float, schema: dict[str, Any]) -> tuple[float, float
     return low, max(low, high)
 
 
-def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int) -> str:
+_ENTITY_NAMES = {  # entity noun -> realistic names of its records
+    "coin": ("Bitcoin", "Ethereum", "Solana", "Cardano", "Polkadot", "Litecoin"),
+    "token": ("USDC", "Chainlink", "Uniswap", "Aave", "Maker", "Dai"),
+    "crypto": ("Bitcoin", "Ethereum", "Solana", "Cardano", "Polkadot", "Litecoin"),
+    "language": ("English", "Spanish", "Arabic", "Japanese", "Swahili", "German"),
+    "country": ("Portugal", "Japan", "Kenya", "Canada", "Germany", "Peru"),
+    "city": _CITIES,
+    "location": _CITIES,
+    "station": tuple(f"{c} Central" for c in _CITIES),
+    "company": ("Acme Corp", "Globex", "Initech", "Umbrella Labs", "Stark Industries", "Wayne Logistics"),
+    "product": ("Ceramic Mug", "Trail Backpack", "Desk Lamp", "Wireless Mouse", "Garden Hose", "Yoga Mat"),
+    "model": ("gpt-4o", "llama-3-70b", "mistral-large", "claude-3-haiku", "gemma-2-9b", "qwen2-72b"),
+    "package": ("lodash", "express", "react", "axios", "chalk", "zod"),
+    "repository": ("acme/api", "acme/web", "octo/cli", "octo/docs", "lab/engine", "lab/tools"),
+    "edition": ("Sahih International", "Pickthall", "Yusuf Ali", "Muhsin Khan", "Hilali", "Clear Quran"),
+    "warehouse": ("North Depot", "Harbor Warehouse", "East Hub", "Central Stores", "Riverside Yard", "Airport DC"),
+}
+
+
+def _entity_name(entity: str | None, rng: random.Random, index: int) -> str:
+    head = (entity or "").split("_")[-1]
+    if entity and (entity in PERSON_NOUNS or head in PERSON_NOUNS):
+        return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+    names = _ENTITY_NAMES.get(head) or _ENTITY_NAMES.get(entity or "")
+    if names:
+        return names[(index - 1) % len(names)]
+    noun = (entity or "record").replace("_", " ").title()
+    return f"{_WORDS[(index * 7 + rng.randrange(3)) % len(_WORDS)].capitalize()} {noun}"
+
+
+def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, entity: str | None = None) -> str:
+    if field in ("name", "full_name", "display_name") or (field == "title" and entity is not None):
+        return _entity_name(entity, rng, index) if field != "title" else _title(rng, index, field)
     fmt = schema.get("format")
     if fmt == "date":
         return _date(rng, index, field)
@@ -119,10 +165,12 @@ def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int) 
     for pattern, generate in _STRING_RULES:
         if pattern.search(field):
             return str(generate(rng, index, field))
-    return f"{rng.choice(_WORDS)} {field.replace('_', ' ')} {index}"
+    return f"{rng.choice(_WORDS[:4])} {field.replace('_', ' ')}"  # a few values shared across records
 
 
-def sample_value(field: str, schema: dict[str, Any], rng: random.Random, index: int = 1) -> Any:
+def sample_value(
+    field: str, schema: dict[str, Any], rng: random.Random, index: int = 1, entity: str | None = None
+) -> Any:
     """A plausible value for `field` that is valid against its (normalized) JSON schema.
 
     Args:
@@ -130,6 +178,7 @@ def sample_value(field: str, schema: dict[str, Any], rng: random.Random, index: 
         schema: the field's JSON schema (`type`, optional `enum`, `format`, `minimum`/`maximum`, `items`).
         rng: the random generator (the caller's seed).
         index: record number, used to make values distinct.
+        entity: singular noun of the record's collection (a warehouse's name is a warehouse name).
 
     Returns:
         A JSON value.
@@ -154,7 +203,7 @@ def sample_value(field: str, schema: dict[str, Any], rng: random.Random, index: 
     if kind == "object":
         props = schema.get("properties") or {}
         return {key: sample_value(key, sub, rng, index) for key, sub in props.items()}
-    return _string(name, schema, rng, index)
+    return _string(name, schema, rng, index, entity)
 
 
 def singular_of(field: str) -> str:
@@ -166,18 +215,66 @@ def format_id(entity: EntitySpec, number: int) -> str | int:
     return number if entity.id_type == "integer" else f"{entity.id_prefix}-{number:03d}"
 
 
+def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str | int]:
+    if entity.name == EXCHANGE_RATES:
+        return list(CURRENCIES)[: max(count, 4)]
+    if entity.name == BALANCES:
+        return [f"0x{rng.getrandbits(160):040x}" for _ in range(max(count, 2))]
+    schema = entity.id_schema or ({"type": "integer"} if entity.id_type == "integer" else {"type": "string"})
+    if schema.get("enum"):
+        return list(dict.fromkeys(schema["enum"]))[: max(count, 2)]
+    ids: list[str | int] = []
+    for index in range(1, count * 4 + 1):
+        value = sample_value(entity.id_field, schema, rng, index, entity.singular)
+        if value not in ids:
+            ids.append(value)
+        if len(ids) == count:
+            break
+    return ids
+
+
 def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, list[str | int]]:
-    return {e.name: [format_id(e, n) for n in range(1, rng.randint(low, high) + 1)] for e in plan.entities}
+    ids: dict[str, list[str | int]] = {}
+    for entity in sorted(plan.entities, key=lambda e: e.natural_key):  # synthetic ids first: lookups may key on them
+        count = rng.randint(low, high)
+        if entity.key_source in ids and not plan.entity(entity.key_source).natural_key:  # type: ignore[union-attr]
+            source = ids[entity.key_source]
+            ids[entity.name] = [v if entity.id_type == "integer" else str(v) for v in source]
+        elif entity.natural_key:
+            ids[entity.name] = _natural_ids(entity, rng, count)
+        else:
+            ids[entity.name] = [format_id(entity, n) for n in range(1, count + 1)]
+    return ids
 
 
-def _records(entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random) -> dict[str, Any]:
+def _field_value(entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int) -> Any:
+    if entity.name == EXCHANGE_RATES:
+        return None
+    if field == "status" and schema.get("enum"):
+        return schema["enum"][(index - 1) % len(schema["enum"])]  # every state is represented
+    if field in ("balance",) and schema.get("type") in ("number", "integer"):
+        return round(rng.uniform(200, 5000), 2)
+    return sample_value(field, schema, rng, index, entity.singular)
+
+
+def _records(
+    entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random, shared: dict[str, list[Any]]
+) -> dict[str, Any]:
+    """Records of one collection; a field named like a lookup's natural key (`city`) takes one of its keys."""
     collection: dict[str, Any] = {}
     for index, record_id in enumerate(ids[entity.name], start=1):
         record: dict[str, Any] = {entity.id_field: record_id}
+        if entity.name == EXCHANGE_RATES:
+            record.update(name=str(record_id), rate_to_usd=CURRENCIES[str(record_id)])
+            collection[str(record_id)] = record
+            continue
         for field, schema in entity.fields.items():
             target = entity.refs.get(field)
-            if target is None:
-                record[field] = sample_value(field, schema, rng, index)
+            keys = [k for k in shared.get(field, []) if _fits(k, schema)]
+            if target is None and keys:
+                record[field] = rng.choice(keys)
+            elif target is None:
+                record[field] = _field_value(entity, field, schema, rng, index)
             else:  # a string-typed key to an integer-keyed collection holds the key's text
                 value = rng.choice(ids[target])
                 record[field] = str(value) if schema.get("type") == "string" else value
@@ -185,10 +282,21 @@ def _records(entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Ra
     return collection
 
 
+def _fits(value: Any, schema: dict[str, Any]) -> bool:
+    kind = schema.get("type", "string")
+    if schema.get("enum") and value not in schema["enum"]:
+        return False
+    return (kind == "string" and isinstance(value, str)) or (kind == "integer" and type(value) is int)
+
+
 def _offline(plan: EnvPlan, seed: int, records_per_entity: tuple[int, int]) -> dict[str, Any]:
     rng = random.Random(seed)
     ids = _ids(plan, rng, *records_per_entity)
-    db: dict[str, Any] = {entity.name: _records(entity, ids, rng) for entity in plan.entities}
+    shared = {e.id_field: ids[e.name] for e in plan.entities if e.natural_key and e.name != EXCHANGE_RATES}
+    db: dict[str, Any] = {
+        entity.name: _records(entity, ids, rng, {k: v for k, v in shared.items() if k != entity.id_field})
+        for entity in plan.entities
+    }
     db[ACTION_LOG] = {}
     return db
 
@@ -230,7 +338,13 @@ _DATABASE_OUTPUT = {
 
 def _collections_brief(plan: EnvPlan) -> list[dict[str, Any]]:
     return [
-        {"name": e.name, "id_field": e.id_field, "id_example": format_id(e, 1), "fields": e.fields, "refs": e.refs}
+        {
+            "name": e.name,
+            "id_field": e.id_field,
+            "id_example": f"a real {e.id_field} value" if e.natural_key else format_id(e, 1),
+            "fields": e.fields,
+            "refs": e.refs,
+        }
         for e in plan.entities
     ]
 
@@ -296,7 +410,7 @@ def synthesize_database(
     Raises:
         CodegenError: `invalid_database` / `llm_database_failed` (LLM variant only).
     """
-    plan = plan_environment(refactored.tools)
+    plan = plan_environment(refactored.tools, refactored.log_only)
     if client is not None and client.settings.backend != "offline":
         return _llm(refactored, plan, seed, records_per_entity, client)
     return _offline(plan, seed, records_per_entity)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from data.models import StrictModel, ToolKind, ToolSchema
+from envgen.behaviours import BALANCES, NATURAL_KEYS, classify, family_of, inferred_fields, is_flag, search_options
 from envgen.naming import id_prefix, pluralize, singularize
 from gustforge.registry import Registry
 
@@ -34,7 +35,12 @@ __all__ = [
 ]
 
 ACTION_LOG = "action_log"
-Template = Literal["read_one", "read_many", "create", "update", "delete", "action"]
+Template = Literal[
+    "read_one", "read_many", "create", "update", "delete", "action", "arithmetic", "convert", "text", "transition",
+    "transfer", "payment", "message", "schedule",
+]  # fmt: skip
+OUTBOX = "outbox"
+EXCHANGE_RATES = "exchange_rates"
 
 VERB_KINDS: Registry[ToolKind] = Registry("tool verb")
 _VERBS = {
@@ -62,6 +68,7 @@ _IGNORED = {
     "page", "offset", "cursor", "skip", "sort", "sort_by", "order_by", "sort_order", "order", "verbose", "format",
     "fields", "language", "lang", "locale", "detailed", "include_details", "response_format", "api_key", "token",
 }  # fmt: skip
+_LISTING = {"list", "search", "find", "browse", "filter", "query", "scan", "explore", "discover"}
 _LIMIT_LIKE = re.compile(r"^(max|num|number_of)_(results|items|records|rows|hits|entries)$")
 _ID_PARAM = re.compile(r"^(?P<noun>[a-z][a-z0-9_]*?)_id$")
 _WRITE_TEMPLATES: dict[ToolKind, Template] = {
@@ -82,6 +89,9 @@ class EntitySpec(StrictModel):
     id_prefix: str
     fields: dict[str, dict[str, Any]] = Field(description="field -> JSON schema (the id field excluded).")
     refs: dict[str, str] = Field(default_factory=dict, description="foreign-key field -> referenced collection")
+    natural_key: bool = Field(default=False, description="Ids are real values of the id field (city, symbol...).")
+    id_schema: dict[str, Any] = Field(default_factory=dict, description="Schema of a natural key (enum, format).")
+    key_source: str | None = Field(default=None, description="Collection whose ids a lookup is keyed by.")
 
 
 class ToolPlan(StrictModel):
@@ -98,6 +108,12 @@ class ToolPlan(StrictModel):
     ref_params: dict[str, str] = Field(default_factory=dict, description="parameter -> collection it must exist in")
     response_key: str | None = Field(default=None, description="Key of the record(s) in the response.")
     status_value: str | None = Field(default=None, description="Value an argument-less update writes to status.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Family-specific settings (envgen.behaviours).")
+    lookup: bool = Field(default=False, description="read_one keyed by a natural key (reference lookup).")
+
+    @property
+    def family(self) -> str:
+        return "lookup" if self.lookup else family_of(self.template)
 
 
 class EnvPlan(StrictModel):
@@ -183,29 +199,110 @@ def _participle(verb: str) -> str:
 
 
 def _draft(tool: ToolSchema) -> ToolPlan:
-    """A tool's plan before entities are known (template, id param, field/control params)."""
+    """A tool's plan before entities are known: CRUD draft, then its behaviour family, then lookup/log-only."""
     props: dict[str, Any] = tool.parameters.get("properties", {})
-    kind, entity = tool.kind, tool.entity
+    kind = infer_kind(tool.name)  # from the name, never from an earlier plan: planning is idempotent
+    entity = infer_entity(tool.name, tool.parameters, kind)
     singular = singularize(entity) if entity else None
     id_param = _id_param_for(singular, props) if singular else None
-    if entity is None or (kind in (ToolKind.UPDATE, ToolKind.DELETE) and id_param is None):
-        kind = ToolKind.ACTION
-    if kind is ToolKind.ACTION:
-        return ToolPlan(name=tool.name, kind=kind, template="action", entity=None, field_params=tuple(props))
-    rest = [p for p in props if p != id_param]
+    if kind is ToolKind.ACTION and entity is None:
+        entity = _noun_entity(tool.name)
+    if entity is None or (kind in (ToolKind.UPDATE, ToolKind.DELETE, ToolKind.ACTION) and id_param is None):
+        base = ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", entity=None,
+                        field_params=tuple(props))  # fmt: skip
+        candidate = base.model_copy(update={"entity": entity, "id_param": id_param})
+    elif kind is ToolKind.ACTION:
+        base = ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", entity=None,
+                        field_params=tuple(props))  # fmt: skip
+        candidate = base.model_copy(update={"entity": entity, "id_param": id_param})
+    else:
+        base = candidate = _crud_draft(tool, kind, entity, singular, id_param, props)
+    chosen = classify(tool, candidate)
+    if chosen is not candidate:
+        return _settle(chosen, tool)
+    if base.template == "action" or (base.template == "read_many" and not base.id_param):
+        lookup = _lookup(tool, base, entity)
+        if lookup is not None:
+            return lookup
+    if (
+        base.template == "action"
+        and entity is not None
+        and kind in (ToolKind.ACTION, ToolKind.READ)
+        and not (tool.parameters.get("required"))
+    ):
+        return _crud_draft(tool, ToolKind.READ, entity, singularize(entity), None, props)  # a state read
+    return base
+
+
+def _crud_draft(tool: ToolSchema, kind: ToolKind, entity: str, singular: str | None, id_param: str | None,
+                props: dict[str, Any]) -> ToolPlan:  # fmt: skip
+    rest = [p for p in props if p != id_param and not is_flag(p, props[p])]
     if kind is ToolKind.READ:
         template: Template = "read_one" if id_param else "read_many"
         query = tuple(p for p in rest if p in _QUERY)
         limit = next((p for p in rest if p in _LIMIT or _LIMIT_LIKE.match(p)), None)
-        fields = tuple(p for p in rest if p not in _QUERY and p not in _IGNORED and p != limit)
+        options = search_options(tool, [p for p in rest if p != limit]) if template == "read_many" else {}
+        controls = set(options.values()) | {limit}
+        fields = tuple(p for p in rest if p not in _QUERY and p not in _IGNORED and p not in controls)
         key = singular if template == "read_one" else entity
         return ToolPlan(name=tool.name, kind=kind, template=template, entity=entity, id_param=id_param,
-                        field_params=fields, query_params=query, limit_param=limit, response_key=key)  # fmt: skip
+                        field_params=fields, query_params=query, limit_param=limit, response_key=key,
+                        options=options)  # fmt: skip
     status = None
     if kind is ToolKind.UPDATE and not rest:
         status = _participle(next(t for t in tool.name.split("_") if t in VERB_KINDS))
     return ToolPlan(name=tool.name, kind=kind, template=_WRITE_TEMPLATES[kind], entity=entity, id_param=id_param,
                     field_params=tuple(rest), response_key=singular, status_value=status)  # fmt: skip
+
+
+def _settle(plan: ToolPlan, tool: ToolSchema) -> ToolPlan:
+    """Fill what a family left open: response key and the record fields its parameters carry."""
+    props = tool.parameters.get("properties", {})
+    singular = singularize(plan.entity) if plan.entity else None
+    update: dict[str, Any] = {}
+    if plan.template in ("schedule", "transition", "transfer") and plan.response_key is None:
+        update["response_key"] = singular
+    if plan.template == "schedule":
+        update["field_params"] = tuple(p for p in props if p != plan.id_param and not is_flag(p, props[p]))
+    return plan.model_copy(update=update) if update else plan
+
+
+def _noun_entity(name: str) -> str | None:
+    nouns = _nouns(name)
+    return pluralize(singularize(nouns[-1])) if nouns else None
+
+
+def _lookup(tool: ToolSchema, base: ToolPlan, entity: str | None) -> ToolPlan | None:
+    """A reference lookup: a read (or an otherwise log-only tool) keyed by one natural-key parameter."""
+    props: dict[str, Any] = tool.parameters.get("properties", {})
+    required = [
+        p for p in tool.parameters.get("required", []) if _key_like(props.get(p, {})) and not is_flag(p, props[p])
+    ]
+    if entity is None or not required:
+        return None
+    key = required[0]
+    others = [p for p in tool.parameters.get("required", []) if p != key]
+    if base.template == "read_many" and (others or not NATURAL_KEYS.search(key) or key in _QUERY
+                                         or tool.name.split("_")[0] in _LISTING):  # fmt: skip
+        return None
+    if key in _QUERY:  # a free-text key searches the collection instead of naming one record
+        return _crud_draft(tool, ToolKind.READ, entity, singularize(entity), None, props)
+    if base.template == "action" and len(others) > 1:
+        return None
+    batch = props[key].get("type") == "array"
+    match = _ID_PARAM.match(key)
+    if match and pluralize(match.group("noun")) == entity:  # keyed by another collection's id: its own collection
+        named = _noun_entity(tool.name)
+        entity = named if named and named != entity else f"{singularize(entity)}_details"
+    return ToolPlan(name=tool.name, kind=ToolKind.READ, template="read_one", entity=entity, id_param=key,
+                    response_key=entity if batch else singularize(entity), lookup=True,
+                    options={"batch": True} if batch else {})  # fmt: skip
+
+
+def _key_like(schema: dict[str, Any]) -> bool:
+    if schema.get("type") == "array":
+        return (schema.get("items") or {}).get("type") == "string"
+    return schema.get("type") in ("string", "integer")
 
 
 def _simple(schema: dict[str, Any]) -> dict[str, Any]:
@@ -219,25 +316,76 @@ def _entities(drafts: Sequence[ToolPlan], tools: Sequence[ToolSchema]) -> dict[s
     for plan in drafts:
         if plan.entity is None or plan.entity in entities:
             continue
-        singular = singularize(plan.entity)
-        id_type: Literal["string", "integer"] = "string"
-        fields: dict[str, dict[str, Any]] = {}
-        for other in drafts:
-            if other.entity != plan.entity:
-                continue
-            props = by_name[other.name].parameters.get("properties", {})
-            if other.id_param and props.get(other.id_param, {}).get("type") in ("integer", "number"):
-                id_type = "integer"
-            for field in other.field_params:
-                fields.setdefault(field, _simple(props[field]))
-        if not any(s.get("type") == "string" for s in fields.values()):
-            fields["name"] = {"type": "string"}
-        _add_status_values(fields, [d.status_value for d in drafts if d.entity == plan.entity and d.status_value])
-        id_field = f"{singular}_id"
-        fields.pop(id_field, None)
-        entities[plan.entity] = EntitySpec(name=plan.entity, singular=singular, id_field=id_field, id_type=id_type,
-                                           id_prefix=id_prefix(singular), fields=fields)  # fmt: skip
+        mine = [other for other in drafts if other.entity == plan.entity]
+        entities[plan.entity] = _entity(plan.entity, mine, by_name)
     return _link(entities)
+
+
+def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) -> EntitySpec:
+    singular = singularize(name)
+    if name == EXCHANGE_RATES:
+        return EntitySpec(name=name, singular="exchange_rate", id_field="currency", id_prefix="CUR", natural_key=True,
+                          fields={"name": {"type": "string"},
+                                  "rate_to_usd": {"type": "number", "minimum": 0}})  # fmt: skip
+    if name == BALANCES:
+        return EntitySpec(name=name, singular="balance", id_field="address", id_prefix="ADR", natural_key=True,
+                          fields={"owner": {"type": "string"}, "balance": {"type": "number", "minimum": 0}},
+                          id_schema={"type": "string", "pattern": "^0x[0-9a-f]{40}$"})  # fmt: skip
+    lookup = next((p for p in plans if p.lookup), None)
+    id_type: Literal["string", "integer"] = "string"
+    id_field = f"{singular}_id" if name != OUTBOX else "message_id"
+    fields: dict[str, dict[str, Any]] = {}
+    if lookup is not None:
+        key_schema = by_name[lookup.name].parameters["properties"][lookup.id_param]
+        id_field = singularize(lookup.id_param) if lookup.options.get("batch") else (lookup.id_param or id_field)
+        id_type = "integer" if key_schema.get("type") == "integer" else "string"
+    for other in plans:
+        props = by_name[other.name].parameters.get("properties", {})
+        if other.id_param and lookup is None and props.get(other.id_param, {}).get("type") in ("integer", "number"):
+            id_type = "integer"
+        for field in other.field_params:
+            fields.setdefault(field, _simple(props[field]))
+        fields.update(_family_fields(other, props, fields))
+    descriptions = [by_name[p.name].description for p in plans]
+    for field, schema in inferred_fields(singular, descriptions).items():
+        fields.setdefault(field, schema)
+    _add_status_values(fields, [d.status_value for d in plans if d.status_value and d.template != "transition"])
+    if not any(s.get("type") == "string" for f, s in fields.items() if f != id_field):
+        fields["name"] = {"type": "string"}
+    if len([f for f in fields if f != id_field]) < 2:
+        fields.setdefault("description", {"type": "string"})
+    if len([f for f in fields if f != id_field]) < 3:  # every record says when it last changed
+        fields.setdefault("updated_at", {"type": "string", "format": "date-time"})
+    fields.pop(id_field, None)
+    id_schema: dict[str, Any] = {}
+    if lookup is not None:
+        key_schema = by_name[lookup.name].parameters["properties"][lookup.id_param]
+        id_schema = _simple(key_schema.get("items", {}) if lookup.options.get("batch") else key_schema)
+        id_schema.pop("description", None)
+    match = _ID_PARAM.match(id_field) if lookup is not None else None
+    source = pluralize(match.group("noun")) if match else None
+    return EntitySpec(name=name, singular=singular, id_field=id_field, id_type=id_type, id_prefix=id_prefix(singular),
+                      fields=fields, natural_key=lookup is not None, id_schema=id_schema,
+                      key_source=source if source != name else None)  # fmt: skip
+
+
+def _family_fields(plan: ToolPlan, props: dict[str, Any], fields: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Fields a behaviour needs on its collection (status with all states, balance, the transfer field...)."""
+    opts = plan.options
+    if plan.template == "transition":
+        status = dict(fields.get("status") or {"type": "string"})
+        status["enum"] = list(dict.fromkeys([*status.get("enum", []), *opts["from"], opts["to"]]))
+        return {"status": {"type": "string", "enum": status["enum"]}}
+    if plan.template == "payment" and opts["balance"] != "balance":
+        return {opts["balance"]: {"type": "number", "minimum": 0}}
+    if plan.template == "payment":
+        return {opts["balance"]: {"type": "number", "minimum": 0}, "owner": {"type": "string"}}
+    if plan.template == "transfer":
+        dest = props.get(opts["to"], {"type": "string"})
+        return {opts["field"]: _simple(dest)}
+    if plan.template == "message":
+        return {"status": {"type": "string"}, "subject": {"type": "string"}}
+    return {}
 
 
 def _add_status_values(fields: dict[str, dict[str, Any]], values: list[str]) -> None:
@@ -285,16 +433,54 @@ def _with_refs(plan: ToolPlan, props: Iterable[str], entities: dict[str, EntityS
     return plan.model_copy(update={"ref_params": refs})
 
 
-def plan_environment(tools: Sequence[ToolSchema]) -> EnvPlan:
+def _separate_lookups(drafts: list[ToolPlan]) -> list[ToolPlan]:
+    """A lookup keyed by a natural key shares its collection with list tools; it gets its own collection when
+    other tools address the same name by a synthetic id, or other lookups use another key."""
+    keys: dict[str, set[str | None]] = {}
+    synthetic: set[str] = set()
+    for plan in drafts:
+        if plan.entity is None:
+            continue
+        if plan.lookup:
+            keys.setdefault(plan.entity, set()).add(plan.id_param)
+        elif plan.id_param or plan.template not in ("read_many",):
+            synthetic.add(plan.entity)
+    out = []
+    for plan in drafts:
+        if plan.lookup and plan.entity is not None and (plan.entity in synthetic or len(keys[plan.entity]) > 1):
+            plan = plan.model_copy(update={"entity": f"{plan.entity}_by_{plan.id_param}"})
+        out.append(plan)
+    return out
+
+
+_RESERVED_KEYS = {"status", "message", "count", "total", "result", "event_id", "message_id", "previous"}
+
+
+def _safe_key(plan: ToolPlan) -> ToolPlan:
+    """A response key never shadows the envelope (`read_messages` answers `message_record`, not `message`)."""
+    if plan.response_key in _RESERVED_KEYS:
+        return plan.model_copy(update={"response_key": f"{plan.response_key}_record"})
+    return plan
+
+
+def _log_only(tool: ToolSchema) -> ToolPlan:
+    props = tool.parameters.get("properties", {})
+    return ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", field_params=tuple(props))
+
+
+def plan_environment(tools: Sequence[ToolSchema], log_only: Iterable[str] = ()) -> EnvPlan:
     """Derive collections and per-tool execution plans from refactored tool schemas.
 
     Args:
-        tools: refactored tools (names unique, kinds and entities inferred).
+        tools: refactored tools (names unique); kinds and entities are re-inferred from names and parameters.
+        log_only: tools forced to the log-only fallback (`RefactoredToolset.log_only`, set by the repair loop).
 
     Returns:
         An `EnvPlan`; deterministic for the same tools.
     """
-    drafts = [_draft(tool) for tool in tools]
+    forced = set(log_only)
+    drafts = _separate_lookups([_log_only(tool) if tool.name in forced else _draft(tool) for tool in tools])
+    drafts = [_safe_key(plan) for plan in drafts]
     entities = _entities(drafts, tools)
     plans = [
         _with_refs(plan, tool.parameters.get("properties", {}), entities)
@@ -314,19 +500,31 @@ def record_schema(entity: EntitySpec) -> dict[str, Any]:
 
 
 def response_schema(plan: ToolPlan, entity: EntitySpec | None) -> dict[str, Any]:
-    """The response schema of a tool: `status` (success|error), `message` and the template's output keys."""
+    """The response schema of a tool: `status` (success|error), `message` and its family's output keys."""
     props: dict[str, Any] = {
         "status": {"type": "string", "enum": ["success", "error"]},
         "message": {"type": "string"},
     }
     record = record_schema(entity) if entity else {"type": "object"}
-    if plan.template == "read_many" and plan.response_key:
-        props[plan.response_key] = {"type": "array", "items": record}
+    key = plan.response_key
+    if plan.template == "read_many" and key:
+        props[key] = {"type": "array", "items": record}
         props["count"] = {"type": "integer", "minimum": 0}
-    elif plan.template in ("read_one", "create", "update") and plan.response_key:
-        props[plan.response_key] = record
-    if plan.template in ("create", "delete") and entity is not None:
+        props["total"] = {"type": "integer", "minimum": 0}
+    elif plan.template == "read_one" and plan.options.get("batch") and key:
+        props[key] = {"type": "array", "items": record}
+        props["count"] = {"type": "integer", "minimum": 0}
+    elif plan.template in ("read_one", "create", "update", "transition", "transfer", "schedule") and key:
+        props[key] = record
+    if plan.template in ("create", "delete", "schedule") and entity is not None:
         props[entity.id_field] = record["properties"][entity.id_field]
+    if plan.template == "message":
+        props["message_id"] = {"type": "string"}
+        props["message_record"] = record
+    if plan.template in ("arithmetic", "convert", "text"):
+        props["result"] = {}
+    if plan.template == "payment" and entity is not None:
+        props[entity.singular] = record
     if plan.template == "action":
         props["event_id"] = {"type": "string"}
         props["result"] = {"type": "object"}

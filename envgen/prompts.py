@@ -56,8 +56,10 @@ JSON tool list and the collections it needs, infer the application scenario, its
 variables, then synthesize the requested number of coherent records per collection. Records are keyed by \
 their id and contain the id field itself. Records must be internally consistent across tools: every foreign-key \
 field (e.g. an order's customer_id) names a record that exists, enum fields use only allowed values, and outputs \
-of query-style tools are valid inputs of update or action tools. Use realistic but fictional values; no real \
-personal data."""
+of query-style tools are valid inputs of update or action tools. Fill every listed field of every record with a \
+value that fits the entity and the field (a warehouse gets a warehouse name, an email an e-mail address, a price a \
+price); give filterable fields a few shared values and statuses a mix of states. Use realistic but fictional \
+values; no real personal data."""
 
 DATABASE_USER = (
     "Records per collection: {records_min}-{records_max}\n\nTools:\n{tools}\n\n"
@@ -66,14 +68,38 @@ DATABASE_USER = (
 
 CODEGEN_SYSTEM = """You write the executable Python module of a mock tool environment. For every tool, define \
 `def <tool_name>(db: dict, **kwargs) -> dict` that reads or modifies the dictionary database `db` in place \
-according to the tool's semantics, and returns a dict matching the tool's response schema: always "status" \
-("success" or "error") and "message". Validate arguments (missing required, wrong type, unknown id) and return \
-{{"status": "error", "message": ...}} instead of raising. Be deterministic: no clock, no uuid4, no randomness; new \
-ids derive from the collection size. Allowed imports: copy, math, re, json, datetime, collections, itertools, \
-functools, string, statistics. No I/O, no getattr/eval/exec/open/type, no dunder names, no str.format (use \
-f-strings). Module-level constants and private helpers (`_name`) are allowed."""
+according to the tool's behaviour, and returns a dict matching the tool's response schema: always "status" \
+("success" or "error") and "message". Collections are `db[<collection>][<id as str>] = record`.
+
+Behaviour contract (generated unit tests call your functions directly, with no schema check in front, and check \
+exactly this; each tool's "behaviour" line says which family it belongs to):
+- Validate inside the tool: missing required argument, unknown argument, wrong JSON type, value outside enum, \
+below "minimum" / above "maximum", malformed e-mail or date, and ids or foreign keys that name no record all \
+return {{"status": "error", "message": ...}} and leave `db` unchanged. Never raise.
+- math: return the exact value under "result" (add(3, 3) -> 6); domain errors (division by zero, square root of \
+a negative, logarithm of a non-positive number, factorial of a negative, empty list) are errors.
+- conversion: "result" holds the converted value (currencies use db["exchange_rates"][CODE]["rate_to_usd"]); an \
+unknown unit or currency is an error. text: "result" holds the transformed text or count.
+- search: return the matching records (a list under the response key) plus "count"; a string filter matches when \
+it is a case-insensitive substring of the field, other filters by equality; a free-text query matches any text \
+field; sort by the named field (numbers before text), "desc" reverses; limit / offset / page slice the result \
+(page size = limit, or 10). Every filter and paging argument must change the result accordingly.
+- get_by_id / lookup: return exactly the record with that id (a natural key may match case-insensitively); an \
+unknown id is an error.
+- create / update / delete, status transitions, transfers, payments, messaging, scheduling: change exactly the \
+promised record and nothing else (no other record, no other collection): a transition only moves "status" from \
+an allowed state to the target (a second identical call fails); a transfer sets the record's location/owner \
+field to an existing destination; a payment changes the balance by exactly the amount (insufficient funds and \
+non-positive amounts are errors); a message is appended to db["outbox"] with status "sent"; a booking of an \
+already booked slot is a conflict error.
+- log_only tools validate, append the call to db["action_log"] and echo it, changing nothing else.
+Be deterministic: no clock, no uuid4, no randomness; new ids derive from the collection size. Allowed imports: \
+copy, math, re, json, datetime, collections, itertools, functools, string, statistics. No I/O, no \
+getattr/eval/exec/open/type, no dunder names, no str.format (use f-strings). Module-level constants and private \
+helpers (`_name`) are allowed."""
 
 CODEGEN_USER = (
-    "Tool schemas:\n{schemas}\n\nInitial database (collections keyed by id):\n{db_excerpt}\n\n"
+    "Tool schemas (each with its behaviour):\n{schemas}\n\n"
+    "Initial database (collections keyed by id):\n{db_excerpt}\n\n"
     "Failures of the previous attempt (fix them; empty on the first attempt):\n{failures}"
 )

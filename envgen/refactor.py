@@ -214,28 +214,34 @@ def _tool_names(tools: tuple[RawTool, ...], toolset_name: str) -> list[str]:
     return names
 
 
-def _draft_tool(raw: RawTool, name: str, cfg: EnvGenConfig) -> ToolSchema:
+def _draft_tool(raw: RawTool, name: str, cfg: EnvGenConfig, notes: dict[str, str] | None = None) -> ToolSchema:
+    """The drafted tool; a pipeline note (dropped parameters) goes into `notes`, never into the description."""
     parameters, dropped = normalize_parameters(raw.parameters, tool=name, max_params=cfg.max_params)
     description = _clean_text(raw.description, cfg.max_description_chars) or name.replace("_", " ").capitalize() + "."
-    if dropped:
-        description += f" (Optional parameters dropped by the refactorer: {', '.join(dropped)}.)"
+    if dropped and notes is not None:
+        notes[name] = f"optional parameters dropped by the refactorer (max_params={cfg.max_params}): " + ", ".join(
+            dropped
+        )
     kind = infer_kind(name)
     entity = infer_entity(name, parameters, kind)
     return ToolSchema(name=name, raw_name=raw.name, description=description, parameters=parameters,
                       response={"type": "object"}, kind=kind, entity=entity)  # fmt: skip
 
 
-def finalize_tools(tools: list[ToolSchema], *, keep_responses: bool = False) -> tuple[ToolSchema, ...]:
+def finalize_tools(
+    tools: list[ToolSchema], *, keep_responses: bool = False, log_only: tuple[str, ...] = ()
+) -> tuple[ToolSchema, ...]:
     """Settle kinds/entities against the environment plan and attach response schemas.
 
     Args:
         tools: drafted tools with names, parameters, kinds and entities.
         keep_responses: keep each tool's own response schema (LLM backend), only forcing status/message in.
+        log_only: tools forced to the log-only fallback (see `plan_environment`).
 
     Returns:
         The tools with final `kind`, `entity` and `response`.
     """
-    plan = plan_environment(tools)
+    plan = plan_environment(tools, log_only)
     out = []
     for tool, tool_plan in zip(tools, plan.tools, strict=True):
         entity = tool_plan.entity or next(iter(tool_plan.ref_params.values()), None)
@@ -255,13 +261,15 @@ def _merge_response(own: dict[str, Any], template: dict[str, Any]) -> dict[str, 
 @REFACTORERS.register("offline")
 def _refactor_offline(toolset: Toolset, cfg: EnvGenConfig, client: LLMClient | None = None) -> RefactoredToolset:
     names = _tool_names(toolset.tools, toolset.name)
-    drafts = [_draft_tool(raw, name, cfg) for raw, name in zip(toolset.tools, names, strict=True)]
+    notes: dict[str, str] = {}
+    drafts = [_draft_tool(raw, name, cfg, notes) for raw, name in zip(toolset.tools, names, strict=True)]
     return RefactoredToolset(
         toolset_id=toolset.toolset_id,
         name=toolset.name,
         description=_clean_text(toolset.description, cfg.max_description_chars),
         tools=finalize_tools(drafts),
         name_map={raw.name: name for raw, name in zip(toolset.tools, names, strict=True)},
+        notes=notes,
     )
 
 
@@ -343,12 +351,13 @@ def _check_reply(toolset: Toolset, reply: dict[str, Any], cfg: EnvGenConfig) -> 
         raise RefactorError(f"llm_tool_mismatch: refactored {sorted(sources)} but the toolset has {sorted(raw_names)}")
     taken: set[str] = set()
     drafts = []
+    notes: dict[str, str] = {}
     for item in items:
         fn = item["function"]
         name = unique_name(snake_case(fn["name"], fallback="tool"), taken)
         taken.add(name)
         raw = RawTool(name=item["source_name"], description=fn["description"], parameters=fn["parameters"])
-        draft = _draft_tool(raw, name, cfg)
+        draft = _draft_tool(raw, name, cfg, notes)
         drafts.append(draft.model_copy(update={"response": fn["response"]}))
     return RefactoredToolset(
         toolset_id=toolset.toolset_id,
@@ -356,6 +365,7 @@ def _check_reply(toolset: Toolset, reply: dict[str, Any], cfg: EnvGenConfig) -> 
         description=_clean_text(reply["description"], cfg.max_description_chars),
         tools=finalize_tools(drafts, keep_responses=True),
         name_map={d.raw_name: d.name for d in drafts},
+        notes=notes,
     )
 
 

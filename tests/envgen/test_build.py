@@ -42,10 +42,19 @@ def test_every_sample_is_built(outcome) -> None:
     assert env.env_id.startswith(env.manifest.name.lower().replace(" ", "-")) or env.env_id[-11] == "-"
     assert env.manifest.versions["jsonschema"] and set(env.manifest.timings) == {
         "generate_s",
+        "mutation_s",
         "refactor_s",
         "sandbox_s",
     }
     assert env.test_report.passed and env.manifest.tool_count == len(env.schemas)
+    for built in outcome.environments:  # every shipped env's suite is scored, at or above the floor
+        mutation = built.test_report.mutation
+        assert mutation is not None and mutation.total > 0 and mutation.score == built.manifest.mutation_score
+        assert mutation.score >= FAST.min_mutation_score, (built.manifest.name, mutation)
+        assert set(built.manifest.behaviours) == {s.name for s in built.schemas}
+        rejected = built.test_report.rejected_calls  # counted apart: what only the tool itself can reject
+        assert rejected["tool_only"] > 0 and rejected["schema_invalid"] > 0
+        assert built.manifest.log_only_tools == [t for t, f in built.manifest.behaviours.items() if f == "log_only"]
 
 
 def test_env_folder_roundtrip_and_runtime(outcome, tmp_path: Path, pool: SandboxPool) -> None:
@@ -89,18 +98,18 @@ def test_offline_repair_falls_back_to_the_action_template(monkeypatch: pytest.Mo
     result = build_environment(sample("Acme Shop"), FAST, sandbox_pool=pool)
     assert result.artifacts is not None and result.attempts == 2 and len(calls) == 2
     kinds = {s.name: s.kind for s in result.artifacts.schemas}
-    assert kinds["update_order"] is ToolKind.ACTION and kinds["cancel_order"] is ToolKind.ACTION
-    assert kinds["get_order"] is ToolKind.READ and result.artifacts.manifest.seed == 1
-    repaired = result.artifacts.manifest.repaired_tools
-    assert repaired.get("update_order") == "update" and "get_order" not in repaired
+    assert kinds["update_order"] is ToolKind.ACTION and kinds["get_order"] is ToolKind.READ
+    manifest = result.artifacts.manifest
+    assert manifest.seed == 1 and manifest.log_only_tools == ["update_order"]
+    assert manifest.repaired_tools == {"update_order": "crud"} and manifest.behaviours["update_order"] == "log_only"
 
 
 def test_quarantine_after_k_repairs(monkeypatch: pytest.MonkeyPatch, pool: SandboxPool) -> None:
     _breaks_update_once(monkeypatch)
     result = build_environment(sample("Acme Shop"), FAST.model_copy(update={"max_repairs": 0}), sandbox_pool=pool)
     assert result.artifacts is None and result.quarantine is not None and result.attempts == 1
-    assert result.quarantine.reason in ("tests_failed:update_order", "tests_failed:cancel_order")
-    assert "not updated" in result.quarantine.detail or "status not set" in result.quarantine.detail
+    assert result.quarantine.reason == "tests_failed:update_order"
+    assert "not updated" in result.quarantine.detail
     assert result.quarantine.stage == "envgen" and result.quarantine.provenance == sample("Acme Shop").provenance
 
 
@@ -117,3 +126,46 @@ def test_refactor_errors_are_quarantined(pool: SandboxPool) -> None:
     outcome = build_environments([bad, toolset], FAST.model_copy(update={"sandbox_workers": 1}))
     assert outcome.report.produced == 1 and outcome.report.dropped == {"unsupported_type": 1}
     assert outcome.results[0].quarantine is not None and "upload.f" in outcome.results[0].quarantine.detail
+
+
+def test_weak_tests_are_repaired_then_quarantined(monkeypatch: pytest.MonkeyPatch, pool: SandboxPool) -> None:
+    strict = FAST.model_copy(update={"min_mutation_score": 1.0, "max_repairs": 1})
+    real = build_module.score_suite
+    calls: list[int] = []
+
+    def weak(*args, **kwargs):  # the first suite "misses" one seeded bug; the reseeded one kills them all
+        report = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) > 1:
+            return report
+        first = report.mutants[0].model_copy(update={"killed": False})
+        return report.model_copy(
+            update={
+                "mutants": (first, *report.mutants[1:]),
+                "killed": report.killed - 1,
+                "score": (report.killed - 1) / report.total,
+            }
+        )
+
+    monkeypatch.setattr(build_module, "score_suite", weak)
+    result = build_environment(sample("Ledger Bank"), strict, sandbox_pool=pool)
+    assert result.artifacts is not None and result.attempts == 2 and result.artifacts.manifest.mutation_score == 1.0
+
+    def always_weak(*args, **kwargs):
+        calls.clear()
+        return weak(*args, **kwargs)
+
+    monkeypatch.setattr(build_module, "score_suite", always_weak)
+    result = build_environment(sample("Ledger Bank"), strict, sandbox_pool=pool)
+    assert result.quarantine is not None and result.quarantine.reason == "weak_tests"
+    assert "survived: " in result.quarantine.detail and result.attempts == 2
+
+
+def test_mostly_echo_toolsets_are_quarantined(pool: SandboxPool) -> None:
+    toolset = sample("Acme Shop")
+    payload = {"type": "object", "properties": {"payload": {"type": "object"}}, "required": ["payload"]}
+    echo = [RawTool(name=f"trigger_hook_{i}", description="Fire a hook.", parameters=payload) for i in range(6)]
+    result = build_environment(toolset.model_copy(update={"tools": (*toolset.tools[:2], *echo)}), FAST,
+                               sandbox_pool=pool)  # fmt: skip
+    assert result.quarantine is not None and result.quarantine.reason == "mostly_echo"
+    assert "6/8 tools only log and echo" in result.quarantine.detail and result.attempts == 0

@@ -69,13 +69,27 @@ def test_create_update_cancel(shop: tuple[SandboxWorker, dict]) -> None:
     assert worker.get_db()["orders"][new_id]["status"] == "cancelled"
 
 
-def test_action_logs_and_echoes_the_record(shop: tuple[SandboxWorker, dict]) -> None:
+def test_messages_go_to_the_outbox(shop: tuple[SandboxWorker, dict]) -> None:
     worker, db = shop
     order_id = next(iter(db["orders"]))
-    out = worker.call("send_order_confirmation", {"order_id": order_id})
-    assert (
-        out["status"] == "success" and out["event_id"] == "EVT-001" and out["result"]["order"]["order_id"] == order_id
-    )
+    out = worker.call("send_order_confirmation", {"order_id": order_id, "email": "ana@example.com"})
+    assert out["status"] == "success", out
+    stored = worker.get_db()["outbox"][out["message_id"]]
+    assert stored["order_id"] == order_id and stored["email"] == "ana@example.com" and stored["status"] == "sent"
+    assert len(worker.get_db()["outbox"]) == len(db["outbox"]) + 1
+    bad = worker.call("send_order_confirmation", {"order_id": order_id, "email": "not-an-address"})
+    assert bad["status"] == "error" and "e-mail" in bad["message"]
+
+
+def test_action_fallback_logs_and_echoes(worker: SandboxWorker) -> None:
+    rt = refactored("Acme Shop")
+    rt = rt.model_copy(update={"log_only": ("get_order",)})
+    db = synthesize_database(rt, seed=0)
+    worker.load(generate_tools_source(rt, db), db)
+    order_id = next(iter(db["orders"]))
+    out = worker.call("get_order", {"order_id": order_id})
+    assert out["status"] == "success" and out["event_id"] == "EVT-001"
+    assert out["result"]["arguments"] == {"order_id": order_id}
     assert list(worker.get_db()["action_log"]) == ["EVT-001"]
 
 

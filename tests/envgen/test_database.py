@@ -34,8 +34,8 @@ def test_deterministic_under_the_seed() -> None:
 def test_layout_counts_and_foreign_keys() -> None:
     rt = refactored("Acme Shop")
     db = synthesize_database(rt, seed=0, records_per_entity=(3, 5))
-    assert set(db) == {"products", "customers", "orders", ACTION_LOG}
-    for name in ("products", "customers", "orders"):
+    assert set(db) == {"products", "customers", "orders", "outbox", ACTION_LOG}
+    for name in ("products", "customers", "orders", "outbox"):
         assert 3 <= len(db[name]) <= 5
     for key, order in db["orders"].items():
         assert order["order_id"] == key and key.startswith("ORD-")
@@ -43,6 +43,44 @@ def test_layout_counts_and_foreign_keys() -> None:
         assert 1 <= order["quantity"] <= 10
     categories = {p["category"] for p in db["products"].values()}
     assert categories <= {"books", "electronics", "garden", "toys"}
+
+
+def test_records_fit_the_scenario() -> None:
+    """Record shapes come from the whole toolset (descriptions, entity nouns), values fit entity and field."""
+    db = synthesize_database(refactored("Acme Shop"), seed=0)
+    product = next(iter(db["products"].values()))
+    assert {"name", "price", "stock", "category"} <= set(product)  # get_product promises "price and stock"
+    assert isinstance(product["price"], float) and isinstance(product["stock"], int)
+    customer = next(iter(db["customers"].values()))
+    assert "@" in customer["email"] and " " in customer["name"]  # a person's name, an e-mail address
+    stock = synthesize_database(refactored("Stockroom"), seed=0)
+    names = [w["name"] for w in stock["warehouses"].values()]
+    assert all(not any(first in n for first in ("Alice", "Bruno", "Dana", "Ivan")) for n in names), names
+    for toolset in ("Acme Shop", "Stockroom", "Harbor Clinic", "Ledger Bank"):
+        rt = refactored(toolset)
+        plan = plan_environment(rt.tools)
+        for entity in plan.entities:
+            assert len(entity.fields) >= 2, (toolset, entity.name, entity.fields)
+
+
+def test_request_flags_are_not_record_fields() -> None:
+    from data.models import RawTool
+    from envgen.config import EnvGenConfig
+    from envgen.refactor import refactor_toolset
+    from tests.envgen._envgen_samples import sample
+
+    toolset = sample("Acme Shop")
+    flagged = RawTool(
+        name="list_products",
+        description="List products.",
+        parameters={
+            "type": "object",
+            "properties": {"category": {"type": "string"}, "include_platform": {"type": "boolean"}},
+        },
+    )
+    rt = refactor_toolset(toolset.model_copy(update={"tools": (flagged, *toolset.tools[1:])}), EnvGenConfig())
+    db = synthesize_database(rt, seed=0)
+    assert all("include_platform" not in record for record in db["products"].values())
 
 
 def test_check_database_finds_problems() -> None:

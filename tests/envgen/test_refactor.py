@@ -92,7 +92,9 @@ class TestParameters:
         tool = _raw("get_order", props, required=("a", "b"))
         out = refactor_toolset(_toolset(tool, _raw("list_orders")), EnvGenConfig(max_params=4)).tools[0]
         assert list(out.parameters["properties"]) == ["a", "b", "c", "d"] and out.parameters["required"] == ["a", "b"]
-        assert "dropped by the refactorer: e, f" in out.description
+        assert "dropped" not in out.description  # pipeline notes never reach the agent
+        notes = refactor_toolset(_toolset(tool, _raw("list_orders")), EnvGenConfig(max_params=4)).notes
+        assert notes == {"get_order": "optional parameters dropped by the refactorer (max_params=4): e, f"}
         with pytest.raises(RefactorError, match="too_many_required_params"):
             refactor_toolset(_toolset(_raw("x", props, required=tuple("abcde")), _raw("y")), EnvGenConfig(max_params=4))
 
@@ -143,7 +145,7 @@ class TestKindsAndEntities:
         assert tools["get_order"].response["properties"]["order"]["required"] == ["order_id"]
         assert tools["list_products"].response["properties"]["products"]["type"] == "array"
         assert {"order", "order_id"} <= set(tools["create_order"].response["properties"])
-        assert {"event_id", "result"} <= set(tools["send_order_confirmation"].response["properties"])
+        assert {"message_id", "message_record"} <= set(tools["send_order_confirmation"].response["properties"])
 
 
 _schema = st.recursive(

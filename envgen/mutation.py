@@ -1,0 +1,206 @@
+"""Mutation scoring of a generated test suite: seed one bug into one tool, rerun that tool's tests, count the kills.
+
+Mutants are wrappers appended to the tools module (they rebind the tool's name), so the same operators apply to
+the offline templates and to LLM-written code alike (registry `OPERATORS`):
+    no_validation    a call the tool rejects is answered with success instead (validation removed)
+    filters_ignored  optional arguments are dropped before the tool runs (filters / sort / paging / fields ignored)
+    state_skipped    the tool runs on the DB, then the DB is restored (the promised state change never happens)
+    wrong_record     the id argument is swapped for another existing id of the same collection
+    empty_result     a successful answer loses its payload (lists -> [], records -> {}, values -> None)
+Which operators apply to a tool follows its behaviour family (`applicable`). Score = killed / applicable mutants.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from data.models import MutantResult, MutationReport, RefactoredToolset, ToolSchema
+from envgen.entities import EnvPlan, ToolPlan, plan_environment
+from envgen.testgen import generate_tests_source
+from gustforge.errors import SandboxError
+from gustforge.registry import Registry
+from gustforge.sandbox import SandboxWorker
+
+__all__ = ["OPERATORS", "applicable", "mutant_source", "score_suite"]
+
+_HEADER = (
+    "\n\n# ---- mutant: {op} on {tool} (envgen.mutation) ----\nimport copy as _mut_copy\n\n_mut_original = {tool}\n"
+)
+Body = Callable[[ToolSchema, ToolPlan, EnvPlan], list[str]]
+OPERATORS: Registry[Body] = Registry("mutation operator")
+
+
+@OPERATORS.register("no_validation")
+def _no_validation(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
+    return ["out = _mut_original(db, **kwargs)",
+            "if isinstance(out, dict) and out.get('status') == 'error':",
+            "    return {'status': 'success', 'message': 'done'}",
+            "return out"]  # fmt: skip
+
+
+@OPERATORS.register("filters_ignored")
+def _filters_ignored(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
+    required = list(tool.parameters.get("required", []))
+    return [f"kept = {{k: v for k, v in kwargs.items() if k in {required!r}}}", "return _mut_original(db, **kept)"]
+
+
+@OPERATORS.register("state_skipped")
+def _state_skipped(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
+    return ["snapshot = _mut_copy.deepcopy(db)", "out = _mut_original(db, **kwargs)", "db.clear()",
+            "db.update(snapshot)", "return out"]  # fmt: skip
+
+
+@OPERATORS.register("wrong_record")
+def _wrong_record(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
+    param, collection = plan.id_param, plan.entity
+    return [f"value = kwargs.get({param!r})",
+            f"others = [k for k in db.get({collection!r}, {{}}) if k.lower() != str(value).lower()]",
+            "if others and value is not None:",
+            "    kwargs = dict(kwargs)",
+            f"    kwargs[{param!r}] = int(others[0]) if isinstance(value, int) and others[0].isdigit() else others[0]",
+            "return _mut_original(db, **kwargs)"]  # fmt: skip
+
+
+@OPERATORS.register("empty_result")
+def _empty_result(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
+    return ["out = _mut_original(db, **kwargs)",
+            "if not isinstance(out, dict) or out.get('status') != 'success':",
+            "    return out",
+            "empty = {}",
+            "for key, value in out.items():",
+            "    if key in ('status', 'message'):",
+            "        empty[key] = value",
+            "    elif isinstance(value, list):",
+            "        empty[key] = []",
+            "    elif isinstance(value, dict):",
+            "        empty[key] = {}",
+            "    else:",
+            "        empty[key] = None",
+            "return empty"]  # fmt: skip
+
+
+_WRITES = {"create", "update", "delete", "transition", "transfer", "payment", "message", "schedule", "action"}
+_RESULTS = {"read_one", "read_many", "arithmetic", "convert", "text"}
+_ID_TOOLS = {"read_one", "update", "delete", "transition", "transfer", "payment"}
+
+
+def _optional_effective(tool: ToolSchema, plan: ToolPlan) -> bool:
+    """Does the tool promise an effect for some optional parameter (a filter, paging, a stored field)?"""
+    required = set(tool.parameters.get("required", []))
+    used = set(plan.field_params) | set(plan.query_params) | {plan.limit_param}
+    used |= {v for v in plan.options.values() if isinstance(v, str)}
+    if plan.template == "read_many" and plan.id_param:
+        used.add(plan.id_param)
+    if plan.template in ("arithmetic", "convert", "text", "read_one", "action", "delete"):
+        return False
+    return any(p in used for p in tool.parameters.get("properties", {}) if p not in required)
+
+
+def applicable(tool: ToolSchema, plan: ToolPlan, env: EnvPlan, db: dict[str, Any]) -> list[str]:
+    """The operators that seed a real bug into `tool` (no equivalent mutants by construction)."""
+    ops = []
+    if tool.parameters.get("properties"):
+        ops.append("no_validation")
+    if _optional_effective(tool, plan):
+        ops.append("filters_ignored")
+    if plan.template in _WRITES:
+        ops.append("state_skipped")
+    batch = plan.options.get("batch")
+    if plan.template in _ID_TOOLS and plan.id_param and not batch and len(db.get(plan.entity or "", {})) >= 2:
+        ops.append("wrong_record")
+    if plan.template in _RESULTS:
+        ops.append("empty_result")
+    return ops
+
+
+def mutant_source(tools_source: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str) -> str:
+    """The tools module with `operator` applied to `tool` (the tool's name is rebound to the mutant)."""
+    return tools_source + _wrapper(tool.name, tool, plan, env, operator, rebind=True)
+
+
+def _wrapper(name: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str, *, rebind: bool) -> str:
+    body = "\n".join(f"    {line}" for line in OPERATORS.get(operator)(tool, plan, env))
+    original = "_mut_original" if rebind else tool.name
+    head = _HEADER.format(op=operator, tool=tool.name) if rebind else f"\n\n# ---- mutant: {operator} on {tool.name}\n"
+    return head + f"\n\ndef {name}(db, **kwargs):\n" + body.replace("_mut_original", original) + "\n"
+
+
+def _alias(index: int, tool: str) -> str:
+    return f"mut_{index}_{tool}"[:120]
+
+
+def _redirect(tests: str, tool: str, alias: str) -> str:
+    """Point the tests' direct calls of `tool` at the mutant (schemas and names stay the tool's)."""
+    return tests.replace(f"env.call_tool({tool!r},", f"env.call_tool({alias!r},")
+
+
+def score_suite(
+    refactored: RefactoredToolset,
+    db: dict[str, Any],
+    tools_source: str,
+    worker: SandboxWorker,
+    *,
+    seed: int,
+    budget_seconds: float = 60.0,
+) -> MutationReport:
+    """Run every applicable mutant against the tests of its tool; a mutant is killed when any test fails.
+
+    All mutants are loaded at once as extra functions (`mut_<i>_<tool>`) next to the real tools, and each
+    mutant's run points the tests' direct calls at it: one sandbox load per env instead of one per mutant.
+
+    Args:
+        refactored: the refactored toolset.
+        db: the env's initial DB.
+        tools_source: the tools module the tests passed on.
+        worker: a sandbox worker (left loaded with the mutants; the caller reloads what it needs next).
+        seed: the seed the tests were generated with.
+        budget_seconds: wall budget; mutants left when it runs out count as not killed.
+
+    Returns:
+        The `MutationReport` (score None when no operator applies).
+    """
+    env = plan_environment(refactored.tools, refactored.log_only)
+    schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
+    deadline = time.perf_counter() + budget_seconds
+    planned: list[tuple[str, str, str, str]] = []  # (tool, operator, alias, tests)
+    source = tools_source
+    for tool, plan in zip(refactored.tools, env.tools, strict=True):
+        operators = applicable(tool, plan, env, db)
+        if not operators:
+            continue
+        tests = generate_tests_source(refactored, db, seed=seed, only=tool.name)
+        for operator in operators:
+            alias = _alias(len(planned), tool.name)
+            source += _wrapper(alias, tool, plan, env, operator, rebind=False)
+            planned.append((tool.name, operator, alias, _redirect(tests, tool.name, alias)))
+    if not planned:
+        return MutationReport(score=None, killed=0, total=0)
+    try:
+        worker.load(source, db)
+    except SandboxError as exc:
+        results = [MutantResult(operator=op, tool=tool, killed=False, by=f"not run: {exc}"[:200])
+                   for tool, op, _, _ in planned]  # fmt: skip
+        return MutationReport(score=0.0, killed=0, total=len(results), mutants=tuple(results))
+    results = [_run_mutant(worker, tests, schemas, tool, op, deadline) for tool, op, _, tests in planned]
+    killed = sum(r.killed for r in results)
+    return MutationReport(score=round(killed / len(results), 4), killed=killed, total=len(results),
+                          mutants=tuple(results))  # fmt: skip
+
+
+def _run_mutant(
+    worker: SandboxWorker, tests: str, schemas: dict[str, Any], tool: str, operator: str, deadline: float
+) -> MutantResult:
+    remaining = deadline - time.perf_counter()
+    if remaining <= 0:
+        return MutantResult(operator=operator, tool=tool, killed=False, by="not run: mutation budget exhausted")
+    try:
+        report = worker.run_tests(tests, schemas, total_seconds=min(remaining, 20.0))
+    except SandboxError as exc:
+        return MutantResult(operator=operator, tool=tool, killed=True, by=f"sandbox: {type(exc).__name__}")
+    if report.error is not None and not report.cases:
+        return MutantResult(operator=operator, tool=tool, killed=False, by=f"not run: {report.error[:200]}")
+    first = next((c for c in report.failures), None)
+    return MutantResult(operator=operator, tool=tool, killed=first is not None,
+                        by=f"{first.name}: {first.message[:160]}" if first else "")  # fmt: skip
