@@ -108,6 +108,9 @@ def build(
     teacher_url: Annotated[str | None, typer.Option("--teacher-url", help="Teacher endpoint for Pass@k.")] = None,
     teacher_model: Annotated[str | None, typer.Option("--teacher-model")] = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Ignore the stage cache and recompute.")] = False,
+    min_rows: Annotated[int | None, typer.Option("--min-rows", help="Exit non-zero below this many rows.")] = None,
+    refresh_llm: Annotated[list[str] | None, typer.Option("--refresh-llm", help="Re-draw cached replies of an "
+                           "LLM role (refactor, database, codegen, tdg_judge, task_writer; repeat).")] = None,
 ) -> None:
     """Build environments, tasks and the GUST dataset (default: the bundled sample, offline)."""
     from gustforge.errors import GustError
@@ -116,7 +119,10 @@ def build(
     if refresh:
         os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"
     try:
-        cfg = _load_config(config, [*(overrides or []), *([f"input_format={input_format}"] if input_format else [])],
+        extra = [f"input_format={input_format}"] if input_format else []
+        extra += [f"min_rows={min_rows}"] if min_rows is not None else []
+        extra += [f"llm.refresh_roles={json.dumps(refresh_llm)}"] if refresh_llm else []
+        cfg = _load_config(config, [*(overrides or []), *extra],
                            out=out, backend=backend, seed=seed, inputs=inputs, runner=runner, workers=workers,
                            address=address, teacher_url=teacher_url, teacher_model=teacher_model)  # fmt: skip
         for path in cfg.inputs:
@@ -130,6 +136,8 @@ def build(
     except GustError as exc:
         _fail(str(exc), 1)
     _print_summary(summary)
+    if summary.problems:
+        _fail("; ".join(summary.problems), 1)
 
 
 @app.command()
