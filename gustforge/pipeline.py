@@ -645,7 +645,12 @@ def inputs_digest(paths: Sequence[Path]) -> str:
         files = sorted(p for p in Path(path).rglob("*") if p.is_file()) if Path(path).is_dir() else [Path(path)]
         for file in files:
             digest.update(str(file).encode())
-            digest.update(file.read_bytes() if file.exists() else b"<missing>")
+            if not file.exists():
+                digest.update(b"<missing>")
+                continue
+            with file.open("rb") as handle:  # chunked: a corpus file may be gigabytes
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
     return digest.hexdigest()
 
 
