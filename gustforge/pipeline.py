@@ -541,7 +541,8 @@ def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     started = time.perf_counter()
     teacher = cfg.verify.teacher
     per_env = min(teacher.max_concurrency, cfg.verify.max_tasks_per_env)
-    env_workers = max(1, teacher.max_concurrency // per_env) if teacher.enabled else 1
+    # every teacher attempt holds one pooled sandbox session, so the pool size bounds the requests in flight
+    env_workers = teacher.max_concurrency if teacher.enabled else 1
     env_cfg = cfg.verify.model_copy(update={"teacher": teacher.model_copy(update={"max_concurrency": per_env})})
     envs = {item["env_id"]: _load_env(item, out) for item in items}
     groups = [[TaskRecord.model_validate(r) for r in item["records"]] for item in items]
