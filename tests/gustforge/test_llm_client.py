@@ -197,3 +197,14 @@ class TestConcurrency:
                     results = list(pool.map(lambda i: client.chat(_user(f"t{i}")).content, range(9)))
         assert results == ["ok"] * 9
         assert server.max_in_flight == 3
+
+
+def test_per_worker_caches_merge_into_one(tmp_path: Path) -> None:
+    from gustforge.llm.cache import merge_caches
+
+    for worker in ("a", "b"):
+        with ResponseCache(tmp_path / f"{worker}.sqlite") as cache:
+            cache.put(f"key-{worker}", {"from": worker})
+    assert merge_caches(tmp_path / "shared.sqlite", [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]) == 2
+    with ResponseCache(tmp_path / "shared.sqlite") as merged:
+        assert merged.get("key-a") == {"from": "a"} and merged.get("key-b") == {"from": "b"}
