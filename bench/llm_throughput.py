@@ -68,6 +68,9 @@ def run(latency: float, concurrency: int, toolsets: int, envs: int) -> dict[str,
         items = list(ingest.toolsets[:toolsets])
         envgen, report["roles"]["envgen"] = _measure(server, concurrency, latency,
                                                       lambda: pipeline.run_envgen(items, cfg, cfg.out))  # fmt: skip
+        report["roles"]["envgen"]["sandbox_serial_s"] = round(sum(  # one sandbox run at a time (ast.parse gate)
+            json.loads((pipeline.resolve_path(cfg.out, i["env_dir"]) / "manifest.json").read_text())["timings"]
+            .get("sandbox_s", 0.0) for i in envgen.items), 2)  # fmt: skip
         built = list(envgen.items[:envs])
         tdg, report["roles"]["judge"] = _measure(server, concurrency, latency,
                                                   lambda: pipeline.run_tdg(built, cfg, cfg.out))  # fmt: skip

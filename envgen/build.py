@@ -261,7 +261,8 @@ def _quarantined(toolset: Toolset, reason: str, detail: str, attempts: int) -> E
 
 def _threads(cfg: EnvGenConfig, client: LLMClient | None) -> int:
     """Build threads: one per sandbox worker offline; enough to keep the endpoint's concurrency busy with an LLM."""
-    llm = client.settings.max_concurrency if client is not None and cfg.backend == "openai" else 0
+    # twice the endpoint's concurrency: threads waiting for the sandbox leave others to keep requests in flight
+    llm = 2 * client.settings.max_concurrency if client is not None and cfg.backend == "openai" else 0
     return max(cfg.sandbox_workers, llm)
 
 

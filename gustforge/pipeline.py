@@ -278,8 +278,8 @@ def ingest_inputs(inputs: Sequence[Path], cfg: BuildConfig) -> IngestSummary:
     for path in inputs:
         result = read_toolsets(Path(path), fmt=cfg.input_format, cfg=cfg.envgen)
         inputs_count += result.report.inputs
-        quarantine.extend(result.quarantine)
-        for toolset in result.toolsets:
+        quarantine.extend(_relative_provenance(q, Path(path)) for q in result.quarantine)
+        for toolset in (_relative_provenance(t, Path(path)) for t in result.toolsets):
             if toolset.toolset_id in seen:
                 duplicate = QuarantineRecord(item_id=toolset.toolset_id, stage="ingest",
                                              reason=f"duplicate_of:{toolset.toolset_id}",
@@ -293,6 +293,19 @@ def ingest_inputs(inputs: Sequence[Path], cfg: BuildConfig) -> IngestSummary:
     report = StageReport(stage="ingest", inputs=inputs_count, produced=len(toolsets), dropped=count_reasons(quarantine))
     return IngestSummary(toolsets=tuple(t.model_dump(mode="json") for t in toolsets),
                          quarantine=tuple(quarantine), report=report)  # fmt: skip
+
+
+def _relative_provenance(record: Any, root: Path) -> Any:
+    """Provenance paths relative to the input's parent (`raw/shop.json`), so manifests hold no machine paths."""
+    prov = record.provenance
+    if prov is None:
+        return record
+    base = Path(root).resolve().parent
+    try:
+        relative = Path(prov.path).resolve().relative_to(base).as_posix()
+    except ValueError:
+        return record
+    return record.model_copy(update={"provenance": prov.model_copy(update={"path": relative})})
 
 
 # --------------------------------------------------------------------------------------------------- stages
