@@ -4,7 +4,8 @@ A local OpenAI-compatible endpoint (the test suite's `FakeOpenAIServer` answerin
 fixed latency to every request. The pipeline's own stage functions then run on real Toucan toolsets — envgen
 (refactor + database + codegen), tdg (LLM judge), tasks (writer), verify (teacher) — and, per role, the endpoint
 reports requests, peak and mean requests in flight, and wall time against the ideal
-`requests × latency / max_concurrency`. Targets: peak ≥ 0.9 × max_concurrency and wall ≤ 1.5 × ideal.
+`requests × latency / max_concurrency`. Targets: peak ≥ 0.9 × max_concurrency and wall ≤ 1.5 × ideal. For envgen,
+`offline_wall_s` is the same toolsets built offline in the same process: the sandbox/CPU floor the LLM path adds to.
 
 Run: `.venv/bin/python bench/llm_throughput.py [--latency 1.0] [--concurrency 16] [--toolsets 48] [--envs 12]`;
 prints one JSON object.
@@ -68,9 +69,11 @@ def run(latency: float, concurrency: int, toolsets: int, envs: int) -> dict[str,
         items = list(ingest.toolsets[:toolsets])
         envgen, report["roles"]["envgen"] = _measure(server, concurrency, latency,
                                                       lambda: pipeline.run_envgen(items, cfg, cfg.out))  # fmt: skip
-        report["roles"]["envgen"]["sandbox_serial_s"] = round(sum(  # one sandbox run at a time (ast.parse gate)
-            json.loads((pipeline.resolve_path(cfg.out, i["env_dir"]) / "manifest.json").read_text())["timings"]
-            .get("sandbox_s", 0.0) for i in envgen.items), 2)  # fmt: skip
+        offline = cfg.model_copy(update={"envgen": cfg.envgen.model_copy(update={"backend": "offline"}),
+                                         "out": cfg.out / "offline"})  # fmt: skip
+        start = time.monotonic()
+        pipeline.run_envgen(items, offline, offline.out)  # same toolsets, no LLM: the CPU floor on this machine
+        report["roles"]["envgen"]["offline_wall_s"] = round(time.monotonic() - start, 2)
         built = list(envgen.items[:envs])
         tdg, report["roles"]["judge"] = _measure(server, concurrency, latency,
                                                   lambda: pipeline.run_tdg(built, cfg, cfg.out))  # fmt: skip
