@@ -89,7 +89,8 @@ def _print_summary(summary: Any) -> None:
         table.add_row(stage, str(report.inputs), str(report.produced), reasons or "-",
                       f"{seconds:.1f}" if seconds is not None else "-")  # fmt: skip
     console.print(table)
-    console.print(f"GUST rows: [bold]{summary.gust_rows}[/] in {summary.gust_dir}; teacher Pass@k: {summary.teacher}")
+    gust_dir = Path(summary.out) / summary.gust_dir if summary.gust_dir else None
+    console.print(f"GUST rows: [bold]{summary.gust_rows}[/] in {gust_dir}; teacher Pass@k: {summary.teacher}")
 
 
 @app.command()
