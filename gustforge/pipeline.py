@@ -617,6 +617,7 @@ def discover_items(stage: str, source: Path, cfg: BuildConfig) -> list[Item]:
     if spec.previous is None:
         ingest = ingest_inputs([source], cfg)
         write_ingest_report(cfg.out, ingest)
+        check_ingest_budget(ingest, cfg)
         return list(ingest.toolsets)
     saved = source / "work" / f"{spec.previous}.jsonl"
     if saved.is_file():

@@ -71,3 +71,24 @@ def test_endpoint_down_then_up_loses_nothing(prefect_server: None, tmp_path: Pat
         summary = run_build(cfg)
     assert len(server.requests) > down and twin.calls["refactor"] > 0
     assert summary.stages["envgen"].dropped == {} and summary.gust_rows > 0 and summary.problems == ()
+
+
+def test_cli_build_of_nothing_exits_non_zero_naming_why(prefect_server: None, tmp_path: Path) -> None:
+    import os
+
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    saved = dict(os.environ)
+    try:
+        result = CliRunner().invoke(app, ["build", "--input", str(empty), "--out", str(tmp_path / "out")])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    text = " ".join(result.output.split())
+    assert result.exit_code == 1, text
+    assert "0 GUST row(s), fewer than min_rows=1" in text
+    assert json.loads((tmp_path / "out" / "run_summary.json").read_text())["problems"]
