@@ -82,6 +82,7 @@ Usage = dict[str, dict[str, int]]
 # Drops that are deliberate filtering, not failures: reported, but outside the error budgets.
 POLICY_REASONS: frozenset[str] = frozenset({
     "too_few_tools", "too_many_tools", "duplicate_of", "duplicate", "env_cap", "teacher_failed", "unsolvable",
+    "mostly_echo", "weak_tests",  # envgen quality gates (issue 9)
 })  # fmt: skip
 _PATH_KEYS = ("env_dir", "gust_dir", "verl_parquet")
 _LLM_RUNTIME_FIELDS = ("max_concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s", "retry_seed",
