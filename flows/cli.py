@@ -91,6 +91,9 @@ def _print_summary(summary: Any) -> None:
     console.print(table)
     gust_dir = Path(summary.out) / summary.gust_dir if summary.gust_dir else None
     console.print(f"GUST rows: [bold]{summary.gust_rows}[/] in {gust_dir}; teacher Pass@k: {summary.teacher}")
+    for role, usage in summary.llm.items():
+        console.print(f"LLM {role}: {usage['requests']} requests, {usage['cache_hits']} cached, "
+                      f"{usage['retries']} retries, {usage['total_tokens']} tokens")  # fmt: skip
 
 
 @app.command()
