@@ -79,10 +79,12 @@ def run(latency: float, concurrency: int, toolsets: int, envs: int) -> dict[str,
                                                   lambda: pipeline.run_tdg(built, cfg, cfg.out))  # fmt: skip
         sampled = pipeline.run_sample(list(tdg.items), cfg, cfg.out)
         traced = pipeline.run_reconstruct(list(sampled.items), cfg, cfg.out)
+        traces = list(traced.items)
         tasks, report["roles"]["writer"] = _measure(server, concurrency, latency,
-                                                     lambda: pipeline.run_tasks(list(traced.items), cfg, cfg.out))  # fmt: skip
+                                                     lambda: pipeline.run_tasks(traces, cfg, cfg.out))  # fmt: skip
+        written = list(tasks.items)
         _, report["roles"]["teacher"] = _measure(server, concurrency, latency,
-                                                 lambda: pipeline.run_verify(list(tasks.items), cfg, cfg.out))  # fmt: skip
+                                                 lambda: pipeline.run_verify(written, cfg, cfg.out))  # fmt: skip
         pipeline.close_llm_clients()
     return report
 

@@ -105,7 +105,8 @@ class BuildConfig(StrictModel):
             teacher = _as_dict(verify.get("teacher"))
             if "base_url" not in teacher:
                 defaults = TeacherConfig.from_llm_settings(
-                    settings, max_concurrency=settings.max_concurrency).model_dump(exclude_defaults=True)
+                    settings, max_concurrency=settings.max_concurrency
+                ).model_dump(exclude_defaults=True)
                 teacher = {**defaults, **teacher}
             verify["teacher"] = teacher
             data["verify"] = verify

@@ -101,4 +101,3 @@ def merge_caches(target: Path, sources: Sequence[Path]) -> int:
             finally:
                 conn.close()
     return copied
-

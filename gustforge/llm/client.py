@@ -301,9 +301,7 @@ class LLMClient:
             if shared.closed:
                 raise ConfigError("LLMClient is closed")
             if self.settings.backend != "openai":
-                raise ConfigError(
-                    f"backend {self.settings.backend!r} has no chat endpoint; use backend='openai'"
-                )
+                raise ConfigError(f"backend {self.settings.backend!r} has no chat endpoint; use backend='openai'")
             if shared.loop is None:
                 shared.loop = asyncio.new_event_loop()
                 shared.thread = threading.Thread(
@@ -424,9 +422,7 @@ class LLMClient:
                     ) from exc
                 delay = self._backoff(attempt - 1, exc)
                 self._bump(role, retries=1)
-                logger.warning(
-                    "transient LLM error (%s); retry %d/%d in %.2fs", exc, attempt, attempts - 1, delay
-                )
+                logger.warning("transient LLM error (%s); retry %d/%d in %.2fs", exc, attempt, attempts - 1, delay)
                 await asyncio.sleep(delay)
 
     def _backoff(self, attempt: int, exc: BaseException) -> float:

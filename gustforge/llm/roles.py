@@ -72,18 +72,12 @@ class LLMRole:
     def template_fields(self) -> frozenset[str]:
         """Names the user template reads from `inputs`."""
         return frozenset(
-            name.split(".")[0].split("[")[0]
-            for _, name, _, _ in string.Formatter().parse(self.user_template)
-            if name
+            name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(self.user_template) if name
         )
 
 
 def _as_text(value: Any) -> str:
-    return (
-        value
-        if isinstance(value, str)
-        else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    )
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def render_messages(role: LLMRole, inputs: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -166,9 +160,7 @@ class _OpenAIBackend:
             first_key = first_key or result.key
             try:
                 if not result.content:
-                    raise LLMOutputError(
-                        f"role {role.name!r}: empty reply (finish_reason={result.finish_reason})"
-                    )
+                    raise LLMOutputError(f"role {role.name!r}: empty reply (finish_reason={result.finish_reason})")
                 value = validate_output(role, repair_json(result.content))
             except LLMOutputError as exc:
                 if result.cached and not refresh:  # stale entry (e.g. the schema changed): draw it again

@@ -55,24 +55,16 @@ class LLMSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backend: Backend = Field("offline", description="offline: role.offline(inputs); openai: HTTP endpoint.")
-    base_url: str | None = Field(
-        None, description="OpenAI-compatible base URL ending in /v1; None = api.openai.com."
-    )
+    base_url: str | None = Field(None, description="OpenAI-compatible base URL ending in /v1; None = api.openai.com.")
     model: str | None = Field(None, description="Model name; None = first model listed by GET /models.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     max_concurrency: int = Field(8, ge=1, description="Requests in flight per client (independent of sandboxes).")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds (roles may override).")
-    max_retries: int = Field(
-        4, ge=0, description="Retries of transient failures (429, 5xx, timeout, connection)."
-    )
+    max_retries: int = Field(4, ge=0, description="Retries of transient failures (429, 5xx, timeout, connection).")
     temperature: float = Field(0.0, ge=0, description="Sampling temperature sent with every request.")
     cache_path: Path | None = Field(None, description="SQLite response cache file; None disables caching.")
-    max_repair_rounds: int = Field(
-        1, ge=0, description="Re-asks with the validation error when JSON is invalid."
-    )
-    backoff_base_s: float = Field(
-        0.5, ge=0, description="First retry delay before jitter; doubles per retry."
-    )
+    max_repair_rounds: int = Field(1, ge=0, description="Re-asks with the validation error when JSON is invalid.")
+    backoff_base_s: float = Field(0.5, ge=0, description="First retry delay before jitter; doubles per retry.")
     backoff_max_s: float = Field(30.0, ge=0, description="Upper bound of one retry delay.")
     retry_seed: int = Field(0, description="Seed of the per-client jitter RNG.")
     roles: dict[str, RoleOptions] = Field(

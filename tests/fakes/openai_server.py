@@ -255,9 +255,7 @@ class _Server(ThreadingHTTPServer):
 
 
 def _error(status: int, message: str) -> dict[str, Any]:
-    kind = (
-        "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
-    )
+    kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 

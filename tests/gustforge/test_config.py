@@ -84,10 +84,16 @@ def test_openai_backend_reaches_every_role_unless_set_explicitly() -> None:
     explicit = load_config(None, ["llm.backend=openai", "tdg.inferer=deterministic", "envgen.backend=offline",
                                   "verify.teacher.base_url=null"], environ={})  # fmt: skip
     assert (explicit.envgen.backend, explicit.tdg.inferer, explicit.verify.teacher.enabled) == (
-        "offline", "deterministic", False)
+        "offline",
+        "deterministic",
+        False,
+    )
     offline = load_config(None, [], environ={})
     assert (offline.envgen.backend, offline.tdg.inferer, offline.verify.teacher.enabled) == (
-        "offline", "deterministic", False)
+        "offline",
+        "deterministic",
+        False,
+    )
 
 
 def test_default_error_budgets_are_below_one() -> None:
