@@ -57,20 +57,22 @@ def test_every_role_on_a_local_endpoint(prefect_server: None, tmp_path: Path) ->
         assert all(u["requests"] == 0 for u in json.loads((cfg.out / "run_summary.json").read_text())["llm"].values())
 
 
-def test_endpoint_down_then_up_loses_nothing(prefect_server: None, tmp_path: Path) -> None:
+def test_endpoint_down_then_up_loses_nothing(prefect_server: None, samples_dir: Path, tmp_path: Path) -> None:
+    from flows.build import run_stage
+
     twin = TwinResponder()
     with FakeOpenAIServer(twin, fail_rate=1.0, fail_statuses=(503,)) as server:
         cfg = _cfg(server, tmp_path / "run")
         with pytest.raises(BudgetExceededError, match="llm_unavailable="):
-            run_build(cfg)  # loud: the stage lost everything to the outage
+            run_stage("envgen", samples_dir / "raw", cfg)  # loud: the stage lost everything to the outage
         report = json.loads((cfg.out / "reports" / "envgen.jsonl").read_text().splitlines()[-1])["summary"]
         assert report["produced"] == 0 and set(report["dropped"]) == {"llm_unavailable"}
         down = len(server.requests)
         assert down > 0
-        server.fail_rate = 0.0  # the endpoint comes back: the next build asks it again and loses nothing
-        summary = run_build(cfg)
-    assert len(server.requests) > down and twin.calls["refactor"] > 0
-    assert summary.stages["envgen"].dropped == {} and summary.gust_rows > 0 and summary.problems == ()
+        server.fail_rate = 0.0  # the endpoint comes back: the next run asks it again and loses nothing
+        result = run_stage("envgen", samples_dir / "raw", cfg)
+    assert len(server.requests) > down and twin.calls["refactor"] == report["inputs"]
+    assert result.report.dropped == {} and result.report.produced == report["inputs"]
 
 
 def test_cli_build_of_nothing_exits_non_zero_naming_why(prefect_server: None, tmp_path: Path) -> None:
