@@ -12,6 +12,8 @@ counters of its own, so one build-wide client can account each stage shard separ
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import random
 import threading
@@ -133,6 +135,40 @@ def _result_from_raw(raw: dict[str, Any], *, cached: bool, key: str = "") -> Cha
     return ChatResult(content=message.get("content"), tool_calls=calls, cached=cached, raw=raw, key=key)
 
 
+class _PrioritySlots:
+    """`max_concurrency` request slots handed out lowest priority value first (FIFO within a priority).
+
+    Lives on the client's private loop (single thread, no locks). Later pipeline phases (codegen before refactor)
+    go first, so items flow through to their sandbox runs instead of all waiting at the first phase.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._free = slots
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    async def acquire(self, priority: int) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._seq), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # the slot arrived as this waiter was cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(None)
+                return
+        self._free += 1
+
+
 class _Shared:
     """What every view of one client shares: loop, HTTP client, semaphore, cache, breaker, token budget."""
 
@@ -146,7 +182,7 @@ class _Shared:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread: threading.Thread | None = None
         self.openai: AsyncOpenAI | None = None
-        self.semaphore = asyncio.Semaphore(settings.max_concurrency)  # binds to the private loop on first use
+        self.slots = _PrioritySlots(settings.max_concurrency)
         self.model: str | None = settings.model
         self.closed = False
         self.consecutive_failures = 0
@@ -201,6 +237,7 @@ class LLMClient:
         store: bool = True,
         refresh: bool = False,
         timeout_s: float | None = None,
+        priority: int = 0,
         **params: Any,
     ) -> ChatResult:
         """Send one chat.completions request (or answer it from the cache).
@@ -212,6 +249,7 @@ class LLMClient:
             store: Cache the reply at once; roles pass False and `remember` it only once it validated.
             refresh: Skip the cache lookup (the reply is still stored when `store`).
             timeout_s: This request's timeout (default `settings.timeout_s`); not part of the cache key.
+            priority: Lower values get a free request slot first; not part of the cache key.
             **params: Extra request fields (`max_tokens`, `seed`, `response_format`, `temperature`,
                 `chat_template_kwargs`, ...); they are part of the cache key, so pass a distinct `seed` to draw
                 several samples of one prompt.
@@ -228,7 +266,7 @@ class LLMClient:
         """
         loop = self._ensure_started()
         coro = self._achat(list(messages), None if tools is None else list(tools), params,
-                           role=role, store=store, refresh=refresh, timeout_s=timeout_s)  # fmt: skip
+                           role=role, store=store, refresh=refresh, timeout_s=timeout_s, priority=priority)  # fmt: skip
         if asyncio.get_running_loop() is loop:
             return await coro
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
@@ -335,7 +373,7 @@ class LLMClient:
 
     async def _achat(
         self, messages: list[Message], tools: list[Mapping[str, Any]] | None, params: Mapping[str, Any], *,
-        role: str, store: bool, refresh: bool, timeout_s: float | None,
+        role: str, store: bool, refresh: bool, timeout_s: float | None, priority: int = 0,
     ) -> ChatResult:  # fmt: skip
         try:
             model = await self._resolve_model(role)
@@ -354,7 +392,8 @@ class LLMClient:
                 request["tools"] = tools
             if timeout_s is not None:
                 request["timeout"] = timeout_s
-            response = await self._with_retries(lambda: self._http().chat.completions.create(**request), role)
+            response = await self._with_retries(lambda: self._http().chat.completions.create(**request), role,
+                                                priority)  # fmt: skip
             raw: dict[str, Any] = response.model_dump(mode="json", exclude_none=True)
             usage = raw.get("usage") or {}
             self._bump(role, prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -397,7 +436,7 @@ class LLMClient:
                                    self.settings.breaker_cooldown_s)  # fmt: skip
                 shared.open_until = time.monotonic() + self.settings.breaker_cooldown_s
 
-    async def _with_retries(self, send: Callable[[], Awaitable[T]], role: str) -> T:
+    async def _with_retries(self, send: Callable[[], Awaitable[T]], role: str, priority: int = 0) -> T:
         import openai
 
         attempts = self.settings.max_retries + 1
@@ -405,10 +444,13 @@ class LLMClient:
         while True:
             self._check_gates()
             try:
-                async with self._shared.semaphore:
+                await self._shared.slots.acquire(priority)
+                try:
                     self._check_gates()  # the breaker may have opened while this call waited
                     self._bump(role, requests=1)
                     value = await send()
+                finally:
+                    self._shared.slots.release()
                 self._record_outcome(True)
                 return value
             except openai.OpenAIError as exc:

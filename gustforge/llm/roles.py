@@ -156,7 +156,8 @@ class _OpenAIBackend:
         first_key: str | None = None
         while True:
             result = await client.achat(messages, role=role.name, store=False, refresh=refresh,
-                                        timeout_s=options.timeout_s, **params)  # fmt: skip
+                                        timeout_s=options.timeout_s, priority=options.priority or 0,
+                                        **params)  # fmt: skip
             first_key = first_key or result.key
             try:
                 if not result.content:

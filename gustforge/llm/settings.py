@@ -29,6 +29,10 @@ class RoleOptions(BaseModel):
         None, description="Sent as `chat_template_kwargs` (vLLM/SGLang), e.g. {enable_thinking: false}."
     )
 
+    priority: int | None = Field(
+        None, description="Lower goes first when requests wait for a slot (later pipeline phases first)."
+    )
+
     def merged(self, other: RoleOptions | None) -> RoleOptions:
         """These options with `other`'s set fields winning."""
         if other is None:
@@ -38,9 +42,9 @@ class RoleOptions(BaseModel):
 
 # Generous caps: reasoning models spend tokens on `<think>` before the answer; a whole tools module takes minutes.
 DEFAULT_ROLE_OPTIONS: dict[str, RoleOptions] = {
-    "refactor": RoleOptions(max_tokens=16384, timeout_s=300.0),
-    "database": RoleOptions(max_tokens=16384, timeout_s=300.0),
-    "codegen": RoleOptions(max_tokens=32768, timeout_s=600.0),
+    "refactor": RoleOptions(max_tokens=16384, timeout_s=300.0, priority=-1),
+    "database": RoleOptions(max_tokens=16384, timeout_s=300.0, priority=-2),
+    "codegen": RoleOptions(max_tokens=32768, timeout_s=600.0, priority=-3),
     "tdg_judge": RoleOptions(max_tokens=4096, timeout_s=120.0),
     "task_writer": RoleOptions(max_tokens=8192, timeout_s=180.0),
 }
