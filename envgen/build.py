@@ -142,11 +142,56 @@ def _quarantine_reason(report: TestReport) -> tuple[str, str]:
     return f"tests_failed:{first.tool or first.name}", first.message[:500]
 
 
+class _BorrowedWorker:
+    """Borrows a pool worker for one load + test run only, so LLM calls between runs hold no sandbox."""
+
+    def __init__(self, pool: SandboxPool, seed: int) -> None:
+        self._pool, self._seed = pool, seed
+        self._lease: AbstractContextManager[SandboxWorker] | None = None
+        self._worker: SandboxWorker | None = None
+
+    def load(self, source: str, db: dict[str, Any]) -> None:
+        self.release()
+        self._lease = self._pool.acquire(seed=self._seed)
+        self._worker = self._lease.__enter__()
+        try:
+            self._worker.load(source, db)
+        except BaseException:
+            self.release()
+            raise
+
+    def run_tests(self, *args: Any, **kwargs: Any) -> TestReport:
+        if self._worker is None:
+            raise SandboxError("run_tests before load")
+        try:
+            return self._worker.run_tests(*args, **kwargs)
+        finally:
+            self.release()
+
+    def release(self) -> None:
+        lease, self._lease, self._worker = self._lease, None, None
+        if lease is not None:
+            lease.__exit__(None, None, None)
+
+
+def _unavailable(exc: BaseException) -> bool:
+    """True when an LLM outage (after retries, breaker, token budget) caused `exc`: not final, retried later."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TransientLLMError):
+            return True
+        seen = seen.__cause__
+    return False
+
+
 @contextmanager
-def _worker(pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> Iterator[SandboxWorker]:
+def _worker(pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> Iterator[Any]:
     if pool is not None:
-        with pool.acquire(seed=seed) as worker:
-            yield worker
+        borrowed = _BorrowedWorker(pool, seed)
+        try:
+            yield borrowed
+        finally:
+            borrowed.release()
         return
     with SandboxWorker(_limits(cfg), seed=seed) as worker:
         yield worker
@@ -168,7 +213,7 @@ class _Attempt(StrictModel):
 
 
 def _attempt(
-    refactored: RefactoredToolset, cfg: EnvGenConfig, worker: SandboxWorker, *, seed: int,
+    refactored: RefactoredToolset, cfg: EnvGenConfig, worker: Any, *, seed: int,
     client: LLMClient | None, failures: list[str], timings: dict[str, float], gate: AbstractContextManager[Any],
 ) -> _Attempt:  # fmt: skip
     start = time.perf_counter()
@@ -270,6 +315,13 @@ def _quarantined(toolset: Toolset, reason: str, detail: str, attempts: int) -> E
     return EnvBuildResult(toolset_id=toolset.toolset_id, quarantine=record, attempts=attempts)
 
 
+def _threads(cfg: EnvGenConfig, client: LLMClient | None) -> int:
+    """Build threads: one per sandbox worker offline; enough to keep the endpoint's concurrency busy with an LLM."""
+    # twice the endpoint's concurrency: threads waiting for the sandbox leave others to keep requests in flight
+    llm = 2 * client.settings.max_concurrency if client is not None and cfg.backend == "openai" else 0
+    return max(cfg.sandbox_workers, llm)
+
+
 def _client(cfg: EnvGenConfig) -> LLMClient | None:
     return LLMClient(cfg.llm.model_copy(update={"backend": "openai"})) if cfg.backend == "openai" else None
 
@@ -304,9 +356,9 @@ def build_environment(
         timings["refactor_s"] = time.perf_counter() - start
         gate = sandbox_gate if sandbox_gate is not None else nullcontext()
         return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings, gate)
-    except TransientLLMError as exc:
-        return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=0)
     except (RefactorError, CodegenError, LLMError, SandboxError) as exc:
+        if _unavailable(exc):
+            return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=0)
         return _quarantined(toolset, *reason_of(exc), attempts=0)
     finally:
         if owned and client is not None:
@@ -330,6 +382,8 @@ def _repair_loop(
                 last = _attempt(refactored, cfg, worker, seed=cfg.seed + attempt, client=client,
                                 failures=failures, timings=timings, gate=gate)  # fmt: skip
             except CodegenError as exc:
+                if _unavailable(exc):  # an outage is not the code's fault: no repair round spent on it
+                    return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=attempt + 1)
                 failures = [str(exc)]
                 if attempt == cfg.max_repairs:
                     return _quarantined(toolset, *reason_of(exc), attempts=attempt + 1)
@@ -395,7 +449,7 @@ def build_environments(
     try:
         with (
             SandboxPool(size=cfg.sandbox_workers, limits=_limits(cfg)) as pool,
-            ThreadPoolExecutor(max_workers=cfg.sandbox_workers, thread_name_prefix="envgen") as executor,
+            ThreadPoolExecutor(max_workers=_threads(cfg, client), thread_name_prefix="envgen") as executor,
         ):
             gate = threading.Lock()  # one sandbox parse/run at a time; generation overlaps (see _attempt)
             futures = {executor.submit(_safe_build, t, cfg, pool, client, gate): i for i, t in enumerate(toolsets)}

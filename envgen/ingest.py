@@ -173,8 +173,13 @@ def _records(path: Path, fmt: SourceFormat | None) -> Iterator[_Record]:
             yield from _jsonl_records(file)
         elif suffix == ".json":
             yield from _json_records(file, fmt)
+        elif suffix == ".parquet":  # streamed in record batches (Toucan-1.5M ships as parquet)
+            from envgen.parquet_input import iter_parquet_rows
+
+            for record_id, text, value, error in iter_parquet_rows(file):
+                yield _Record(str(file), record_id, text, value, error=error)
         else:  # counted and quarantined, never skipped silently
-            error = f"unsupported file type {file.suffix or '(none)'!r}: expected .json or .jsonl"
+            error = f"unsupported file type {file.suffix or '(none)'!r}: expected .json, .jsonl or .parquet"
             yield _Record(path=str(file), record_id="file", text=file.name, error=error)
 
 

@@ -45,6 +45,7 @@ def build_flow(cfg: BuildConfig) -> pipeline.RunSummary:
     digest = pipeline.inputs_digest([Path(p) for p in inputs])
     code = pipeline.code_digest(("envgen", "data"))
     ingest = ingest_task(inputs, cfg, digest, pipeline.stage_config_key("envgen", cfg), code)
+    pipeline.check_ingest_budget(ingest, cfg)
     items: Sequence[dict[str, Any]] = ingest.toolsets
     merged: list[pipeline.ShardResult] = []
     for stage in pipeline.STAGE_ORDER:
@@ -67,11 +68,17 @@ def _storage(cfg: BuildConfig) -> Any:
 def run_build(cfg: BuildConfig) -> pipeline.RunSummary:
     """Run `build_flow` on the configured task runner with the stage cache under `OUT/.prefect-results`."""
     cfg.out.mkdir(parents=True, exist_ok=True)
-    with _storage(cfg):
-        return build_flow.with_options(task_runner=make_task_runner(cfg.runner))(cfg)
+    try:
+        with _storage(cfg):
+            return build_flow.with_options(task_runner=make_task_runner(cfg.runner))(cfg)
+    finally:
+        pipeline.close_llm_clients()
 
 
 def run_stage(stage: str, source: Path, cfg: BuildConfig) -> pipeline.ShardResult:
     cfg.out.mkdir(parents=True, exist_ok=True)
-    with _storage(cfg):
-        return stage_flow.with_options(task_runner=make_task_runner(cfg.runner))(stage, source, cfg)
+    try:
+        with _storage(cfg):
+            return stage_flow.with_options(task_runner=make_task_runner(cfg.runner))(stage, source, cfg)
+    finally:
+        pipeline.close_llm_clients()

@@ -89,7 +89,11 @@ def _print_summary(summary: Any) -> None:
         table.add_row(stage, str(report.inputs), str(report.produced), reasons or "-",
                       f"{seconds:.1f}" if seconds is not None else "-")  # fmt: skip
     console.print(table)
-    console.print(f"GUST rows: [bold]{summary.gust_rows}[/] in {summary.gust_dir}; teacher Pass@k: {summary.teacher}")
+    gust_dir = Path(summary.out) / summary.gust_dir if summary.gust_dir else None
+    console.print(f"GUST rows: [bold]{summary.gust_rows}[/] in {gust_dir}; teacher Pass@k: {summary.teacher}")
+    for role, usage in summary.llm.items():
+        console.print(f"LLM {role}: {usage['requests']} requests, {usage['cache_hits']} cached, "
+                      f"{usage['retries']} retries, {usage['total_tokens']} tokens")  # fmt: skip
 
 
 @app.command()
@@ -108,6 +112,9 @@ def build(
     teacher_url: Annotated[str | None, typer.Option("--teacher-url", help="Teacher endpoint for Pass@k.")] = None,
     teacher_model: Annotated[str | None, typer.Option("--teacher-model")] = None,
     refresh: Annotated[bool, typer.Option("--refresh", help="Ignore the stage cache and recompute.")] = False,
+    min_rows: Annotated[int | None, typer.Option("--min-rows", help="Exit non-zero below this many rows.")] = None,
+    refresh_llm: Annotated[list[str] | None, typer.Option("--refresh-llm", help="Re-draw cached replies of an "
+                           "LLM role (refactor, database, codegen, tdg_judge, task_writer; repeat).")] = None,
 ) -> None:
     """Build environments, tasks and the GUST dataset (default: the bundled sample, offline)."""
     from gustforge.errors import GustError
@@ -116,7 +123,10 @@ def build(
     if refresh:
         os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"
     try:
-        cfg = _load_config(config, [*(overrides or []), *([f"input_format={input_format}"] if input_format else [])],
+        extra = [f"input_format={input_format}"] if input_format else []
+        extra += [f"min_rows={min_rows}"] if min_rows is not None else []
+        extra += [f"llm.refresh_roles={json.dumps(refresh_llm)}"] if refresh_llm else []
+        cfg = _load_config(config, [*(overrides or []), *extra],
                            out=out, backend=backend, seed=seed, inputs=inputs, runner=runner, workers=workers,
                            address=address, teacher_url=teacher_url, teacher_model=teacher_model)  # fmt: skip
         for path in cfg.inputs:
@@ -130,6 +140,8 @@ def build(
     except GustError as exc:
         _fail(str(exc), 1)
     _print_summary(summary)
+    if summary.problems:
+        _fail("; ".join(summary.problems), 1)
 
 
 @app.command()

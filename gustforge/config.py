@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import json
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from data.models import SourceFormat, StrictModel
 from envgen.config import EnvGenConfig
 from gustforge.errors import ConfigError
 from gustforge.llm import LLMSettings
 from tdg.config import TDGConfig
-from tdg.verify_config import VerifyConfig
+from tdg.verify_config import TeacherConfig, VerifyConfig
 
 __all__ = ["RunnerConfig", "BudgetConfig", "BuildConfig", "load_config", "parse_override"]
 
@@ -32,18 +33,32 @@ class RunnerConfig(StrictModel):
     kind: Runner = Field(default="local", description="local | process | ray | dask")
     max_workers: int = Field(default=2, ge=1, description="Parallel shard tasks (threads, processes or Ray CPUs).")
     address: str | None = Field(default=None, description="Ray cluster address or Dask scheduler; None = local.")
-    shard_size: int = Field(default=64, ge=1, description="Items per shard (toolsets, environments, tasks).")
+    shard_size: int = Field(
+        default=64, ge=1, description="Items per shard (toolsets, environments, tasks): the most work a kill loses."
+    )
     max_shards: int = Field(
-        default=8, ge=1, description="Upper bound on shards per stage: Prefect's SQLite server chokes above ~100 runs."
+        default=512,
+        ge=1,
+        description="Upper bound on shards per stage (Prefect task runs; the embedded SQLite server writes ~10 "
+        "runs/s, so 512 per stage is fine over a multi-hour build; use PostgreSQL beyond).",
     )
 
 
 class BudgetConfig(StrictModel):
-    """Per-stage error budgets: a stage whose quarantine share exceeds its budget fails the run."""
+    """Per-stage error budgets: a stage whose *failure* share exceeds its budget fails the run.
 
-    envgen: float = Field(default=1.0, ge=0, le=1, description="Max quarantined share of input toolsets.")
-    reconstruct: float = Field(default=1.0, ge=0, le=1, description="Max dropped share of skeletons.")
-    verify: float = Field(default=1.0, ge=0, le=1, description="Max dropped share of tasks.")
+    Failures are drops for malformed input, tool/code errors and outages; deliberate filtering (size filter,
+    duplicates, per-env caps, teacher/solvability/quality verdicts) is reported but does not count.
+    """
+
+    ingest: float = Field(default=0.5, ge=0, le=1, description="Max share of raw records that fail to parse.")
+    envgen: float = Field(default=0.5, ge=0, le=1, description="Max failed share of input toolsets.")
+    tdg: float = Field(default=0.5, ge=0, le=1, description="Max failed share of environments.")
+    sample: float = Field(default=0.5, ge=0, le=1, description="Max failed share of environments.")
+    reconstruct: float = Field(default=0.5, ge=0, le=1, description="Max failed share of skeletons.")
+    tasks: float = Field(default=0.5, ge=0, le=1, description="Max failed share of golden traces.")
+    verify: float = Field(default=0.5, ge=0, le=1, description="Max failed share of tasks.")
+    export: float = Field(default=0.0, ge=0, le=1, description="Max share of tasks lost while exporting.")
     convert: float = Field(default=0.0, ge=0, le=1, description="Max share of tasks that fail verl conversion.")
 
 
@@ -64,16 +79,45 @@ class BuildConfig(StrictModel):
     )
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     budgets: BudgetConfig = Field(default_factory=BudgetConfig)
+    min_rows: int = Field(default=1, ge=0, description="A build with fewer GUST rows exits non-zero (0 = allow).")
 
     @model_validator(mode="before")
     @classmethod
     def _share_llm_settings(cls, data: Any) -> Any:
-        """One `llm:` block serves every role; a stage may still set its own (e.g. `envgen.llm`)."""
-        if isinstance(data, dict) and "llm" in data:
-            envgen = dict(data.get("envgen") or {})
-            envgen.setdefault("llm", data["llm"])
-            data = {**data, "envgen": envgen}
+        """One `llm:` block serves every role unless a role is set explicitly.
+
+        With `llm.backend: openai`: envgen uses the model (`envgen.backend`, `envgen.llm`), the TDG edge inferer
+        is the LLM judge (`tdg.inferer: llm`), and the teacher uses the same endpoint (`verify.teacher`).
+        """
+        if not isinstance(data, dict) or "llm" not in data:
+            return data
+        llm = data["llm"]
+        settings = llm if isinstance(llm, LLMSettings) else LLMSettings.model_validate(llm or {})
+        data = dict(data)
+        envgen = _as_dict(data.get("envgen"))
+        envgen.setdefault("llm", llm)
+        if settings.backend == "openai":
+            envgen.setdefault("backend", "openai")
+            tdg = _as_dict(data.get("tdg"))
+            tdg.setdefault("inferer", "llm")
+            data["tdg"] = tdg
+            verify = _as_dict(data.get("verify"))
+            teacher = _as_dict(verify.get("teacher"))
+            if "base_url" not in teacher:
+                defaults = TeacherConfig.from_llm_settings(
+                    settings, max_concurrency=settings.max_concurrency
+                ).model_dump(exclude_defaults=True)
+                teacher = {**defaults, **teacher}
+            verify["teacher"] = teacher
+            data["verify"] = verify
+        data["envgen"] = envgen
         return data
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_unset=True)
+    return dict(value or {})
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -104,9 +148,21 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def load_config(path: Path | None = None, overrides: list[str] | None = None, **fields: Any) -> BuildConfig:
-    """Config file (YAML or TOML) ← `--set` overrides ← explicit CLI fields (None values are ignored)."""
+def load_config(path: Path | None = None, overrides: list[str] | None = None, *,
+                environ: Mapping[str, str] | None = None, **fields: Any) -> BuildConfig:  # fmt: skip
+    """Config file (YAML or TOML) ← `GUST_LLM_*` environment ← `--set` overrides ← explicit CLI fields.
+
+    Args:
+        path: YAML/TOML file, or None.
+        overrides: `section.key=value` strings.
+        environ: Environment to read `GUST_LLM_*` from (default `os.environ`).
+        **fields: Top-level fields (None values are ignored).
+    """
     data: dict[str, Any] = _read_config_file(path) if path else {}
+    env_llm = LLMSettings.env_values(environ)
+    if env_llm:  # GUST_LLM_* win over the config file and lose to --set
+        llm = data.get("llm")
+        data["llm"] = {**(llm if isinstance(llm, dict) else {}), **env_llm}
     for override in overrides or []:
         keys, value = parse_override(override)
         node = data

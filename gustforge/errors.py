@@ -21,6 +21,8 @@ __all__ = [
     "LLMError",
     "TransientLLMError",
     "LLMOutputError",
+    "LLMBudgetExceeded",
+    "BudgetExceededError",
     "TDGCycleError",
     "ReconstructionError",
     "VerificationError",
@@ -80,6 +82,14 @@ class LLMError(GustError):
 
 class TransientLLMError(LLMError):
     """An LLM call failed in a way worth retrying (429, 5xx, timeout, connection reset)."""
+
+
+class LLMBudgetExceeded(TransientLLMError):
+    """`llm.max_total_tokens` is spent: no further request is sent; the items wait for the next build."""
+
+
+class BudgetExceededError(GustError):
+    """A stage dropped more of its inputs than its error budget allows, or a build fell short of `min_rows`."""
 
 
 class LLMOutputError(LLMError, ValueError):

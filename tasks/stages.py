@@ -49,6 +49,10 @@ def stage_shard_task(stage: str, shard: int, items: list[dict], cfg: BuildConfig
     report = result.report
     get_run_logger().info("%s shard %d: %d in, %d produced, dropped %s", stage, shard, report.inputs,
                           report.produced, dict(report.dropped) or "none")  # fmt: skip
+    for role, usage in result.llm.items():
+        get_run_logger().info("%s shard %d: LLM %s: %d requests, %d cache hits, %d retries, %d tokens", stage, shard,
+                              role, usage.get("requests", 0), usage.get("cache_hits", 0), usage.get("retries", 0),
+                              usage.get("total_tokens", 0))  # fmt: skip
     return result.model_copy(update={"shard": shard})
 
 

@@ -7,7 +7,7 @@ Example:
 """
 
 from gustforge.llm.cache import ResponseCache, cache_key
-from gustforge.llm.client import ChatResult, LLMClient, LLMStats, is_transient
+from gustforge.llm.client import ChatResult, LLMClient, LLMStats, LLMUsage, is_transient
 from gustforge.llm.json_repair import repair_json
 from gustforge.llm.roles import (
     ROLE_BACKENDS,
@@ -18,10 +18,16 @@ from gustforge.llm.roles import (
     run_role_async,
     validate_output,
 )
-from gustforge.llm.settings import LLMSettings
+from gustforge.llm.settings import LLMSettings, RoleOptions
+from gustforge.llm.shared import close_shared_clients, shared_client, shared_usage
 
 __all__ = [
     "LLMSettings",
+    "RoleOptions",
+    "LLMUsage",
+    "shared_client",
+    "shared_usage",
+    "close_shared_clients",
     "LLMClient",
     "ChatResult",
     "LLMStats",

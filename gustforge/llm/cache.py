@@ -15,7 +15,7 @@ from typing import Any
 
 from gustforge.hashing import content_hash
 
-__all__ = ["ResponseCache", "cache_key"]
+__all__ = ["ResponseCache", "cache_key", "merge_caches"]
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
@@ -81,3 +81,23 @@ class ResponseCache:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def merge_caches(target: Path, sources: Sequence[Path]) -> int:
+    """Copy every entry of the `sources` cache files into `target` (multi-node builds: one local cache per
+    worker, merged onto shared storage afterwards, so no SQLite file is ever written over NFS).
+
+    Returns:
+        Entries copied.
+    """
+    copied = 0
+    with ResponseCache(target) as merged:
+        for source in sources:
+            conn = sqlite3.connect(Path(source))
+            try:
+                for key, value in conn.execute("SELECT key, value FROM responses"):
+                    merged.put(key, json.loads(value))
+                    copied += 1
+            finally:
+                conn.close()
+    return copied

@@ -14,11 +14,34 @@ from typing import Any
 
 from gustforge.errors import LLMOutputError
 
-__all__ = ["repair_json", "extract_json_candidates", "repair_text"]
+__all__ = ["repair_json", "extract_json_candidates", "repair_text", "strip_reasoning"]
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 _MAX_CANDIDATES = 16
+_THINK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+
+
+def strip_reasoning(text: str) -> str:
+    """Remove reasoning drafts (`<think>...</think>`, Qwen3/DeepSeek-R1 style) before the answer is parsed.
+
+    A closing tag without its opening one (chat templates that open the block in the prompt) drops everything
+    before it; an unclosed opening tag (the reply was cut inside its reasoning) drops everything after it.
+
+    Example:
+        >>> strip_reasoning('<think>maybe {"edge": false}</think>{"edge": true}')
+        '{"edge": true}'
+    """
+    text = _THINK.sub("", text)
+    closing = list(_THINK_CLOSE.finditer(text))
+    if closing:
+        text = text[closing[-1].end() :]
+    opening = _THINK_OPEN.search(text)
+    if opening:
+        text = text[: opening.start()]
+    return text.strip()
 
 
 def repair_json(text: str) -> dict[str, Any]:
@@ -38,6 +61,7 @@ def repair_json(text: str) -> dict[str, Any]:
         {'ok': True, 'items': [1, 2]}
     """
     last_error = "no balanced {...} object found"
+    text = strip_reasoning(text)
     for candidate in _all_candidates(text):
         for attempt, strict in ((candidate, True), (repair_text(candidate), False)):
             try:  # strict=False admits raw newlines/tabs inside strings, a common model slip

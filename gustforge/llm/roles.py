@@ -73,18 +73,12 @@ class LLMRole:
     def template_fields(self) -> frozenset[str]:
         """Names the user template reads from `inputs`."""
         return frozenset(
-            name.split(".")[0].split("[")[0]
-            for _, name, _, _ in string.Formatter().parse(self.user_template)
-            if name
+            name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(self.user_template) if name
         )
 
 
 def _as_text(value: Any) -> str:
-    return (
-        value
-        if isinstance(value, str)
-        else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    )
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def render_messages(role: LLMRole, inputs: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -140,24 +134,41 @@ class _OfflineBackend:
 
 
 class _OpenAIBackend:
-    """Renders the prompt, calls the endpoint, repairs/validates JSON, re-asks with the error."""
+    """Renders the prompt, calls the endpoint, repairs/validates JSON, re-asks with the error.
+
+    Only a reply that validated is cached, under the key of the first request (so a rerun answers from the cache
+    without the re-ask); a cached reply that no longer validates is re-drawn once. Roles named in
+    `settings.refresh_roles` skip the cache lookup.
+    """
 
     def run(self, role: LLMRole, inputs: Mapping[str, Any], client: LLMClient) -> dict[str, Any]:
         return client.run_sync(self.arun(role, inputs, client))
 
     async def arun(self, role: LLMRole, inputs: Mapping[str, Any], client: LLMClient) -> dict[str, Any]:
         messages: list[dict[str, Any]] = list(render_messages(role, inputs))
+        options = client.settings.role_options(role.name)
+        params: dict[str, Any] = dict(role.params)
+        for name in ("max_tokens", "temperature", "chat_template_kwargs"):
+            value = getattr(options, name)
+            if value is not None:
+                params.setdefault(name, value)
+        refresh = role.name in client.settings.refresh_roles
         rounds = client.settings.max_repair_rounds
         round_no = 0
+        first_key: str | None = None
         while True:
-            result = await client.achat(messages, **dict(role.params))
+            result = await client.achat(messages, role=role.name, store=False, refresh=refresh,
+                                        timeout_s=options.timeout_s, priority=options.priority or 0,
+                                        **params)  # fmt: skip
+            first_key = first_key or result.key
             try:
                 if not result.content:
-                    raise LLMOutputError(
-                        f"role {role.name!r}: empty reply (finish_reason={result.finish_reason})"
-                    )
-                return validate_output(role, repair_json(result.content))
+                    raise LLMOutputError(f"role {role.name!r}: empty reply (finish_reason={result.finish_reason})")
+                value = validate_output(role, repair_json(result.content))
             except LLMOutputError as exc:
+                if result.cached and not refresh:  # stale entry (e.g. the schema changed): draw it again
+                    refresh = True
+                    continue
                 if round_no == rounds:
                     raise LLMOutputError(f"{exc} (after {rounds} repair round(s))") from exc
                 round_no += 1
@@ -165,6 +176,9 @@ class _OpenAIBackend:
                     {"role": "assistant", "content": result.content or ""},
                     {"role": "user", "content": _REASK.format(error=exc)},
                 ]
+                continue
+            client.remember(result, first_key)
+            return value
 
 
 ROLE_BACKENDS: Registry[RoleBackend] = Registry("LLM backend")

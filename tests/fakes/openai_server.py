@@ -121,12 +121,14 @@ class FakeOpenAIServer:
             self.statuses: list[int | None] = []
             self.in_flight = 0
             self.max_in_flight = 0
+            self.spans: list[tuple[float, float]] = []  # (start, end) of every finished chat request
+            self._started: dict[int, float] = {}
             self._rng = random.Random(self.seed)
             self._counter = 0
 
     def start(self) -> FakeOpenAIServer:
         self._stop.clear()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        self._httpd = _Server(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
         self._thread = threading.Thread(
@@ -172,6 +174,7 @@ class FakeOpenAIServer:
             self.statuses.append(None)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self._started[index] = time.monotonic()
             draw = self._rng.random()
             status = self._rng.choice(self.fail_statuses) if self.fail_statuses else 500
         if draw < self.timeout_rate:
@@ -184,6 +187,7 @@ class FakeOpenAIServer:
         with self._lock:
             self.in_flight -= 1
             self.statuses[index] = status
+            self.spans.append((self._started.pop(index, time.monotonic()), time.monotonic()))
 
     def _completion(self, body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
@@ -246,10 +250,12 @@ class FakeOpenAIServer:
         }
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the stdlib's 5 refuses connections under a concurrent client
+
+
 def _error(status: int, message: str) -> dict[str, Any]:
-    kind = (
-        "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
-    )
+    kind = "rate_limit_error" if status == 429 else "server_error" if status >= 500 else "invalid_request_error"
     return {"error": {"message": message, "type": kind, "param": None, "code": status}}
 
 

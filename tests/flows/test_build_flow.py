@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from gustforge.config import BuildConfig, load_config
+from gustforge.errors import BudgetExceededError
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect]
 
@@ -78,6 +79,9 @@ def test_build_writes_envs_dataset_and_accounting(first_build: Built) -> None:
     verl_rows = pd.read_parquet(out / "verl" / "train.parquet")
     assert len(verl_rows) == summary.gust_rows and set(verl_rows["data_source"]) == {"gust"}
     assert json.loads((out / "run_summary.json").read_text())["teacher"] == "not run"
+    assert summary.problems == ()
+    for saved in (out / "work").glob("*.jsonl"):  # portable run folder: no absolute path inside
+        assert str(out) not in saved.read_text(), saved.name
     assert json.loads((out / "config.json").read_text())["seed"] == cfg.seed
     assert all(state == "Completed" for state in states.values()), states
     from prefect.artifacts import Artifact
@@ -177,8 +181,11 @@ def test_items_lost_to_an_unreachable_endpoint_are_retried_on_rerun(first_build:
                                          "max_retries": 1, "backoff_base_s": 0.01, "backoff_max_s": 0.01,
                                          "cache_path": tmp_path / "llm.sqlite"})  # fmt: skip
         stage_cfg = cfg.model_copy(update={"out": tmp_path / "tasks", "llm": llm})
-        down = run_stage("tasks", cfg.out, stage_cfg)
-        assert down.report.produced == 0 and down.report.dropped == {"llm_unavailable": down.report.inputs}
+        with pytest.raises(BudgetExceededError, match="llm_unavailable=") as failed:
+            run_stage("tasks", cfg.out, stage_cfg)  # an outage fails the stage loudly ...
+        assert "over its error budget" in str(failed.value)
+        down = json.loads((stage_cfg.out / "reports" / "tasks.jsonl").read_text().splitlines()[-1])["summary"]
+        assert down["produced"] == 0 and down["dropped"] == {"llm_unavailable": down["inputs"]}  # ... losing nothing
         server.fail_rate = 0.0
         up = run_stage("tasks", cfg.out, stage_cfg)
     assert up.report.inputs == summary.stages["tasks"].inputs

@@ -66,3 +66,37 @@ def test_readme_config_example_loads(repo_root: Path, tmp_path: Path) -> None:
     path.write_text(block.group(1))
     cfg = load_config(path)
     assert cfg.envgen.max_params == 4 and cfg.llm.backend == "openai" and cfg.envgen.llm == cfg.llm
+
+
+def test_llm_settings_file_then_environment_then_set(tmp_path: Path) -> None:
+    path = tmp_path / "build.yaml"
+    path.write_text("llm: {backend: openai, base_url: http://file/v1, model: from-file, max_concurrency: 2}\n")
+    env = {"GUST_LLM_BASE_URL": "http://env/v1", "GUST_LLM_MAX_CONCURRENCY": "16", "GUST_LLM_REFRESH_ROLES": "codegen"}
+    cfg = load_config(path, ["llm.max_concurrency=4"], environ=env)
+    assert (cfg.llm.base_url, cfg.llm.model, cfg.llm.max_concurrency) == ("http://env/v1", "from-file", 4)
+    assert cfg.llm.refresh_roles == ("codegen",) and cfg.envgen.llm == cfg.llm
+
+
+def test_openai_backend_reaches_every_role_unless_set_explicitly() -> None:
+    cfg = load_config(None, ["llm.backend=openai", "llm.base_url=http://h/v1", "llm.model=m"], environ={})
+    assert (cfg.envgen.backend, cfg.tdg.inferer) == ("openai", "llm")
+    assert cfg.verify.teacher.base_url == "http://h/v1" and cfg.verify.teacher.model == "m"
+    explicit = load_config(None, ["llm.backend=openai", "tdg.inferer=deterministic", "envgen.backend=offline",
+                                  "verify.teacher.base_url=null"], environ={})  # fmt: skip
+    assert (explicit.envgen.backend, explicit.tdg.inferer, explicit.verify.teacher.enabled) == (
+        "offline",
+        "deterministic",
+        False,
+    )
+    offline = load_config(None, [], environ={})
+    assert (offline.envgen.backend, offline.tdg.inferer, offline.verify.teacher.enabled) == (
+        "offline",
+        "deterministic",
+        False,
+    )
+
+
+def test_default_error_budgets_are_below_one() -> None:
+    budgets = BuildConfig().budgets.model_dump()
+    assert set(budgets) >= {"ingest", "envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "convert"}
+    assert all(value < 1.0 for value in budgets.values())

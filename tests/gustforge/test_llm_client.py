@@ -197,3 +197,29 @@ class TestConcurrency:
                     results = list(pool.map(lambda i: client.chat(_user(f"t{i}")).content, range(9)))
         assert results == ["ok"] * 9
         assert server.max_in_flight == 3
+
+
+def test_per_worker_caches_merge_into_one(tmp_path: Path) -> None:
+    from gustforge.llm.cache import merge_caches
+
+    for worker in ("a", "b"):
+        with ResponseCache(tmp_path / f"{worker}.sqlite") as cache:
+            cache.put(f"key-{worker}", {"from": worker})
+    assert merge_caches(tmp_path / "shared.sqlite", [tmp_path / "a.sqlite", tmp_path / "b.sqlite"]) == 2
+    with ResponseCache(tmp_path / "shared.sqlite") as merged:
+        assert merged.get("key-a") == {"from": "a"} and merged.get("key-b") == {"from": "b"}
+
+
+def test_waiting_requests_get_slots_by_priority() -> None:
+    with FakeOpenAIServer(delay_s=0.2) as server:
+        with LLMClient(_settings(server, max_concurrency=1)) as client:
+
+            async def fan_out() -> None:
+                first = asyncio.ensure_future(client.achat(_user("first"), priority=9))
+                await asyncio.sleep(0.1)  # "first" holds the only slot; the rest queue
+                later = [client.achat(_user(f"p{p}"), priority=p) for p in (5, -1, 0)]
+                await asyncio.gather(first, *later)
+
+            asyncio.run(fan_out())
+    assert [r["messages"][0]["content"] for r in server.requests] == ["first", "p-1", "p0", "p5"]
+    assert server.max_in_flight == 1

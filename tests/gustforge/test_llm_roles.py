@@ -152,3 +152,53 @@ class TestOpenAI:
             results = asyncio.run(fan_out())
         assert [r["name"] for r in results] == [f"t{i}" for i in range(8)]
         assert 1 < server.max_in_flight <= 4
+
+
+class TestProductionPath:
+    """Validated-only cache, per-role accounting and options, `<think>` drafts, breaker, token budget."""
+
+    _ROLE = LLMRole("probe", "Answer.", "Q {q}", {"type": "object", "required": ["ok"],
+                    "properties": {"ok": {"type": "boolean"}}}, lambda i: {"ok": True})  # fmt: skip
+
+    def _settings(self, server: Any, tmp_path: Any, **extra: Any) -> LLMSettings:
+        return LLMSettings(backend="openai", base_url=server.base_url, model="fake-model", timeout_s=5.0,
+                           backoff_base_s=0.001, backoff_max_s=0.002, cache_path=tmp_path / "c.sqlite",
+                           **extra)  # fmt: skip
+
+    def test_think_draft_is_not_the_answer_and_only_valid_replies_are_cached(self, tmp_path: Any) -> None:
+        from tests.fakes.openai_server import FakeOpenAIServer
+
+        replies = iter(['{"nope": 1}', '<think>draft {"ok": false}</think>{"ok": true}'])
+        with FakeOpenAIServer(lambda r: {"content": next(replies)}) as server:
+            settings = self._settings(server, tmp_path, roles={"probe": {"max_tokens": 77,
+                                      "chat_template_kwargs": {"enable_thinking": False}}})  # fmt: skip
+            with LLMClient(settings) as client:
+                assert run_role(self._ROLE, {"q": 1}, client) == {"ok": True}  # re-asked once, think stripped
+                assert client.role_stats()["probe"].requests == 2
+            first = server.requests[0]
+            assert first["max_tokens"] == 77 and first["chat_template_kwargs"] == {"enable_thinking": False}
+            with LLMClient(settings) as again:
+                assert run_role(self._ROLE, {"q": 1}, again) == {"ok": True}  # the valid reply, under the first key
+                assert again.stats.requests == 0 and again.stats.cache_hits == 1
+            with LLMClient(settings.model_copy(update={"refresh_roles": ("probe",)})) as refreshed:
+                replies = iter(['{"ok": false}'])
+                assert run_role(self._ROLE, {"q": 1}, refreshed) == {"ok": False}  # --refresh-llm re-draws
+                assert refreshed.stats.requests == 1
+
+    def test_breaker_stops_contacting_a_dead_endpoint_and_budget_stops_spending(self, tmp_path: Any) -> None:
+        from gustforge.errors import LLMBudgetExceeded, TransientLLMError
+        from tests.fakes.openai_server import FakeOpenAIServer
+
+        with FakeOpenAIServer(fail_rate=1.0, fail_statuses=(503,)) as server:
+            settings = self._settings(server, tmp_path, max_retries=1, breaker_threshold=2, breaker_cooldown_s=60)
+            with LLMClient(settings) as client:
+                for _ in range(5):
+                    with pytest.raises(TransientLLMError):
+                        run_role(self._ROLE, {"q": 1}, client)
+            assert len(server.requests) == 4  # two calls x two attempts, then the breaker answers alone
+        with FakeOpenAIServer(lambda r: {"content": '{"ok": true}'}) as server:
+            with LLMClient(self._settings(server, tmp_path, max_total_tokens=1)) as client:
+                run_role(self._ROLE, {"q": 2}, client)
+                with pytest.raises(LLMBudgetExceeded, match="max_total_tokens"):
+                    run_role(self._ROLE, {"q": 3}, client)
+            assert len(server.requests) == 1

@@ -64,3 +64,25 @@ def test_inputs_digest_changes_with_content(tmp_path: Path) -> None:
     before = pipeline.inputs_digest([tmp_path])
     f.write_text("[ ]")
     assert pipeline.inputs_digest([tmp_path]) != before
+
+
+def test_budget_counts_failures_not_filtering_and_names_reasons() -> None:
+    from data.models import StageReport
+    from gustforge.errors import BudgetExceededError
+
+    filtered = StageReport(stage="ingest", inputs=10, produced=2, dropped={"too_few_tools": 7, "malformed_json": 1})
+    pipeline.check_budget(filtered, 0.1)  # 1 failure in 10: the size filter is policy
+    lost = StageReport(stage="tasks", inputs=4, produced=1, dropped={"llm_unavailable": 3})
+    with pytest.raises(BudgetExceededError, match="llm_unavailable=3"):
+        pipeline.check_budget(lost, 0.5)
+
+
+def test_build_problems_name_lost_items_and_missing_rows() -> None:
+    from data.models import StageReport
+    from gustforge.config import BuildConfig
+
+    stages = {"envgen": StageReport(stage="envgen", inputs=3, produced=0, dropped={"llm_unavailable": 3})}
+    problems = pipeline.build_problems(stages, 0, BuildConfig())
+    assert len(problems) == 2 and "rerun" in problems[0] and "min_rows=1" in problems[1]
+    ok = {"envgen": StageReport(stage="envgen", inputs=3, produced=3)}
+    assert pipeline.build_problems(ok, 5, BuildConfig()) == []
