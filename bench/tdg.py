@@ -1,10 +1,20 @@
-"""TDG benchmark over environments built offline from the Toucan MCP servers (shared corpora).
+"""TDG benchmarks: (1) edge precision/recall of every inferer on the development ground truth, (2) DUS vs random walk
+over environments built offline from the Toucan MCP servers (shared corpora).
+
+(1) `--devset`: `tdg.devset` (NESTFUL from the installed `nestful-wrapper` package + Toucan traces; τ²-bench and
+BFCL are never used). Every inferer (the ``name_match`` baseline, ``deterministic`` with the lexical fallback and
+with MiniLM when installed) is scored on the ``dev`` split (which the calibration was fitted on) and on the
+``heldout`` split (never fitted), overall and per source. `--fit` refits the logistic calibration on ``dev`` and
+prints the coefficients to paste into `tdg.scoring.CALIBRATIONS`.
+
+(2) DUS vs random walk:
 
 Builds environments with the offline envgen pieces (ingest -> refactor -> database -> tools code; the generated unit
 tests are not run here), then per environment: graph inference + sanitization, coverage-oriented DUS,
 reconstruction, and the random-walk baseline on the same DAGs with the same number of skeletons.
 
-Run: `.venv/bin/python bench/tdg.py [--limit N] [--out bench_tdg.json]`; prints one JSON object.
+Run: `.venv/bin/python bench/tdg.py --devset [--fit]` for (1); `.venv/bin/python bench/tdg.py [--limit N]
+[--out bench_tdg.json]` for (2); each prints one JSON object.
 """
 
 from __future__ import annotations
@@ -156,12 +166,80 @@ def _summarize_arm(rows: list[dict[str, Any]], arm: str) -> dict[str, Any]:
     }
 
 
+def _devset_scores(devset: Any, inferer: str, embedder: str) -> dict[str, Any]:
+    from tdg.devset import score_edges
+    from tdg.infer import infer_edges
+
+    start = time.perf_counter()
+    predicted = {it.item_id: [(e.src, e.dst) for e in infer_edges(it.tools, inferer=inferer, embedder=embedder)]
+                 for it in devset.items}  # fmt: skip
+    out: dict[str, Any] = {"seconds": round(time.perf_counter() - start, 1)}
+    for split in ("dev", "heldout"):
+        out[split] = score_edges(predicted, [i for i in devset.items if i.split == split])
+    out["per_source"] = {src: score_edges(predicted, [i for i in devset.items if i.source == src])
+                         for src in sorted({i.source for i in devset.items})}  # fmt: skip
+    return out
+
+
+def _fit(devset: Any, embedder_name: str) -> dict[str, Any]:
+    import numpy as np
+
+    from tdg.embedding import resolve_embedder
+    from tdg.scoring import CALIBRATIONS, FEATURES, fit_logistic, pair_evidence
+
+    embedder = resolve_embedder(embedder_name)
+    rows = []
+    for item in devset.items:
+        gold = set(item.gold)
+        rows += [(item.split, ev, (ev.src, ev.dst) in gold) for ev in pair_evidence(item.tools, embedder)]
+    x = np.array([[ev.features[f] for f in FEATURES] for _, ev, _ in rows])
+    y = np.array([g for *_, g in rows], dtype=float)
+    dev = np.array([s == "dev" for s, *_ in rows])
+    weights, bias = fit_logistic(x[dev], y[dev], l2=1.0)
+    shipped = CALIBRATIONS[embedder.name]
+    p = np.array([shipped.probability(ev.features) for _, ev, _ in rows])
+    brier = {split: round(float(np.mean((p[m] - y[m]) ** 2)), 4) for split, m in (("dev", dev), ("heldout", ~dev))}
+    return {"embedder": embedder.name, "dev_pairs": int(dev.sum()), "dev_positives": int(y[dev].sum()),
+            "fitted": {"bias": round(bias, 3), "weights": {f: round(float(w), 3) for f, w in zip(FEATURES, weights)}},
+            "shipped_brier": brier,
+            "heldout_base_rate_brier": round(float(np.mean((y[~dev].mean() - y[~dev]) ** 2)), 4)}  # fmt: skip
+
+
+def devset_report(fit: bool) -> dict[str, Any]:
+    """Precision/recall of every inferer on the dev set (see the module docstring)."""
+    from tdg.devset import load_devset
+    from tdg.embedding import minilm_available
+
+    devset = load_devset(corpus_dir=CORPUS)
+    embedders = ["lexical"] + (["minilm"] if minilm_available() else [])
+    report: dict[str, Any] = {
+        "items": {split: sum(i.split == split for i in devset.items) for split in ("dev", "heldout")},
+        "skipped_samples": devset.skipped,
+        "minilm_installed": minilm_available(),
+        "inferers": {"name_match": _devset_scores(devset, "name_match", "lexical")},
+    }
+    for name in embedders:
+        report["inferers"][f"deterministic[{name}]"] = _devset_scores(devset, "deterministic", name)
+    if fit:
+        report["calibration"] = [_fit(devset, name) for name in embedders]
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--devset", action="store_true", help="Edge precision/recall on the dev ground truth.")
+    parser.add_argument("--fit", action="store_true", help="With --devset: refit the calibration on the dev split.")
     parser.add_argument("--limit", type=int, default=None, help="Benchmark only the first N toolsets.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
     args = parser.parse_args(argv)
+    if args.devset:
+        report = devset_report(args.fit)
+        if args.out:
+            write_json(args.out, report)
+        json.dump(report, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return report
     cfg = TDGConfig(seed=args.seed)
     envs, build = build_envs(args.limit, args.seed)
     rows = []

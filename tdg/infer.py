@@ -14,7 +14,7 @@ Three inferers live in `INFERERS`:
   levels of one entity (the generated environments' scenario order).
 - ``name_match``: the baseline: A -> B whenever a response leaf of A has the name of a parameter of B.
 - ``llm``: the `tdg.prompts` judge on candidate pairs only (a name hint, a shared entity or a lexical probability
-  of at least half the threshold), asynchronous with bounded concurrency; refuses an offline client.
+  at the threshold), asynchronous with bounded concurrency; refuses an offline client.
 
 `build_graphs` derives several graphs ("logical flows") from one inference run (`flow_specs`):
 - ``full``: every inferred edge;
@@ -86,6 +86,9 @@ logger = logging.getLogger(__name__)
 
 # The calibrated probability an edge needs; chosen on the dev split for precision >= 0.5 (see bench/tdg.py).
 EDGE_THRESHOLD = 0.3
+# A pair whose key names match strongly (relation >= 0.9: same key, or the key behind role qualifiers) needs less:
+# generated environments list several providers of one ID (list_orders and get_order both give order_id).
+KEY_EDGE_THRESHOLD = 0.2
 _SEMANTIC_CONFIDENCE = 0.5
 _JUDGE_CONCURRENCY = 8
 _SAMPLED_FLOWS = 4  # seeded draws tried after the full graph (see `flow_specs`)
@@ -163,8 +166,9 @@ def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto",
     edges = []
     for ev in pair_evidence(tools, model):
         p = calibration.probability(ev.features)
-        if p < threshold:
-            continue
+        strong_key = any(score >= 0.9 for score, _, _ in ev.key_mappings)
+        if p < (min(threshold, KEY_EDGE_THRESHOLD) if strong_key else threshold) or ev.features["echo"]:
+            continue  # a mutation echoing a record back (cancel_order -> get_order) is not a dependency
         if ev.key_mappings:
             evidence = "; ".join(format_evidence(ev.src, path, ev.dst, param) for _, path, param in ev.key_mappings)
             edges.append(InferredEdge(ev.src, ev.dst, EdgeType.PARAMETER, round(p, 4), evidence))
@@ -240,8 +244,8 @@ def _hints(a: ToolSchema, b: ToolSchema) -> list[str]:
 
 def candidate_pairs(tools: Sequence[ToolSchema]) -> list[tuple[ToolSchema, ToolSchema, list[str]]]:
     """Ordered pairs worth asking the judge about: a name hint, a shared entity, or a lexical edge probability of
-    at least half the edge threshold (so its cost is O(plausible pairs), not O(n^2))."""
-    plausible = {(e.src, e.dst) for e in scored_edges(tools, embedder="lexical", threshold=EDGE_THRESHOLD / 2)}
+    at least the edge threshold (so its cost is O(plausible pairs), not O(n^2))."""
+    plausible = {(e.src, e.dst) for e in scored_edges(tools, embedder="lexical", threshold=EDGE_THRESHOLD)}
     out = []
     for a, b in itertools.permutations(tools, 2):
         hints = _hints(a, b)
