@@ -16,6 +16,7 @@ from gustforge.errors import ConfigError, InputError, RegistryError
 from gustforge.llm import LLMClient, LLMSettings
 from tdg.fields import evidence_is_executable, parse_evidence
 from tdg.infer import build_graphs, candidate_pairs, flow_specs, infer_edges, infer_graph, judge_pairs, select_flow
+from tdg.dus import sample_skeleton
 from tdg.sanitize import sanitize_to_dag
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.tdg._tdg_toolsets import (
@@ -142,6 +143,28 @@ class TestBuildGraphs:
         assert [nx.node_link_data(g, edges="edges") for g in first] == [
             nx.node_link_data(g, edges="edges") for g in second
         ]
+
+    def test_graphs_differ_and_change_the_sampled_tasks(self) -> None:
+        graphs = build_graphs(_env(SHOP_ENV, "shop"), n_graphs=3, embedder="lexical")
+        assert len(graphs) == 3
+        assert len({frozenset(g.edges) for g in graphs}) == 3
+        assert any(g.graph["flow"].startswith("sampled:") for g in graphs)
+        assert {g.graph["embedder"] for g in graphs} == {"lexical"}
+        per_graph = []
+        for g in graphs:
+            dag = sanitize_to_dag(g).dag
+            per_graph.append(frozenset(
+                tuple(map(tuple, sample_skeleton(dag, max_parallel=3, max_stages=6, seed=seed, env_id="shop",
+                                                 graph_index=0).stages)) for seed in range(6)
+            ))  # fmt: skip
+        assert len(set(per_graph)) >= 2  # the same seeds on different graphs give different task skeletons
+
+    def test_sampled_flows_depend_on_the_seed(self) -> None:
+        env = _env(SHOP_ENV, "shop")
+        first = [frozenset(g.edges) for g in build_graphs(env, n_graphs=3, seed=0, embedder="lexical")]
+        other = [frozenset(g.edges) for g in build_graphs(env, n_graphs=3, seed=1, embedder="lexical")]
+        assert first[0] == other[0]  # the full graph is the inference itself
+        assert first[1:] != other[1:]
 
     def test_edgeless_env_gives_one_graph(self) -> None:
         S = {"type": "string"}
