@@ -8,7 +8,7 @@ an argument of B (``parameter``) or because B only makes sense after A in the sc
 Three inferers live in `INFERERS`:
 - ``deterministic`` (default, no LLM): every ordered pair gets a calibrated probability from names, types and text
   embeddings (`tdg.scoring`; MiniLM with the `embed` extra, else the labelled lexical fallback, `tdg.embedding`).
-  Pairs at or above `EDGE_THRESHOLD` become edges: *parameter* edges only when a key field (ID-like, foreign key
+  Pairs at or above the model's threshold (chosen on dev) become edges: *parameter* edges only when a key field (ID-like, foreign key
   or entity-typed) of A is named like a parameter of B (``get_order.quantity -> update_order.quantity`` never is),
   *semantic* edges otherwise. Plus semantic edges along create -> read -> update -> delete between adjacent verb
   levels of one entity (the generated environments' scenario order).
@@ -63,15 +63,15 @@ from tdg.fields import (
     types_compatible,
 )
 from tdg.prompts import make_judge_role, tool_json
-from tdg.scoring import CALIBRATIONS, KIND_RANK, PairEvidence, pair_evidence, tool_entity
+from tdg.scoring import KIND_RANK, PairEvidence, load_calibration, pair_evidence, tool_entity
 
 __all__ = [
-    "EDGE_THRESHOLD",
     "InferredEdge",
     "EdgeInferer",
     "INFERERS",
     "tool_entity",
     "scored_edges",
+    "verb_order_edges",
     "candidate_pairs",
     "with_record_shapes",
     "infer_edges",
@@ -84,11 +84,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# The calibrated probability an edge needs; chosen on the dev split for precision >= 0.5 (see bench/tdg.py).
-EDGE_THRESHOLD = 0.3
-# A pair whose key names match strongly (relation >= 0.9: same key, or the key behind role qualifiers) needs less:
-# generated environments list several providers of one ID (list_orders and get_order both give order_id).
-KEY_EDGE_THRESHOLD = 0.2
 _SEMANTIC_CONFIDENCE = 0.5
 _JUDGE_CONCURRENCY = 8
 _SAMPLED_FLOWS = 4  # seeded draws tried after the full graph (see `flow_specs`)
@@ -120,7 +115,7 @@ def _semantic_evidence(entity: str, a: ToolSchema, b: ToolSchema) -> str:
     return f"semantic: on {entity}, {a.kind.value} ({a.name}) precedes {b.kind.value} ({b.name})"
 
 
-def _semantic_edges(tools: Sequence[ToolSchema]) -> list[InferredEdge]:
+def verb_order_edges(tools: Sequence[ToolSchema]) -> list[InferredEdge]:
     """Edges between adjacent present verb levels of each entity (create -> read -> update -> delete)."""
     groups: dict[str, list[ToolSchema]] = defaultdict(list)
     for tool in tools:
@@ -154,20 +149,21 @@ def _semantic_note(ev: PairEvidence, p: float) -> str:
 
 
 def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto",
-                 threshold: float = EDGE_THRESHOLD) -> list[InferredEdge]:  # fmt: skip
-    """Edges whose calibrated probability (`tdg.scoring`) reaches `threshold`.
+                 threshold: float | None = None) -> list[InferredEdge]:  # fmt: skip
+    """Edges whose calibrated probability (`tdg.scoring`) reaches `threshold` (None: the model's own, chosen on
+    the dev split).
 
     A pair with a key mapping (ID-like / foreign-key / entity-typed field of A named like a parameter of B) becomes
     a parameter edge whose evidence lists those mappings; any other pair above the threshold a semantic edge. The
     confidence is the calibrated probability.
     """
     model = resolve_embedder(embedder)
-    calibration = CALIBRATIONS[model.name]
+    calibration = load_calibration(model.name)
+    threshold = calibration.threshold if threshold is None else threshold
     edges = []
     for ev in pair_evidence(tools, model):
         p = calibration.probability(ev.features)
-        strong_key = any(score >= 0.9 for score, _, _ in ev.key_mappings)
-        if p < (min(threshold, KEY_EDGE_THRESHOLD) if strong_key else threshold) or ev.features["echo"]:
+        if p < threshold or ev.features["echo"]:
             continue  # a mutation echoing a record back (cancel_order -> get_order) is not a dependency
         if ev.key_mappings:
             evidence = "; ".join(format_evidence(ev.src, path, ev.dst, param) for _, path, param in ev.key_mappings)
@@ -181,7 +177,7 @@ def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto",
 def deterministic_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None,
                           embedder: str = "auto") -> list[InferredEdge]:  # fmt: skip
     """Calibrated key/semantic edges (`scored_edges`) plus verb-order semantic edges; no LLM."""
-    return _merge(scored_edges(tools, embedder=embedder) + _semantic_edges(tools))
+    return _merge(scored_edges(tools, embedder=embedder) + verb_order_edges(tools))
 
 
 @INFERERS.register("name_match")
@@ -245,7 +241,7 @@ def _hints(a: ToolSchema, b: ToolSchema) -> list[str]:
 def candidate_pairs(tools: Sequence[ToolSchema]) -> list[tuple[ToolSchema, ToolSchema, list[str]]]:
     """Ordered pairs worth asking the judge about: a name hint, a shared entity, or a lexical edge probability of
     at least the edge threshold (so its cost is O(plausible pairs), not O(n^2))."""
-    plausible = {(e.src, e.dst) for e in scored_edges(tools, embedder="lexical", threshold=EDGE_THRESHOLD)}
+    plausible = {(e.src, e.dst) for e in scored_edges(tools, embedder="lexical")}
     out = []
     for a, b in itertools.permutations(tools, 2):
         hints = _hints(a, b)

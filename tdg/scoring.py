@@ -20,22 +20,26 @@ For an ordered tool pair (A, B) `pair_evidence` computes:
 - ``provider``: A reads or creates (its output is a record worth passing on);
 - ``echo``: a mutation echoing a record back to an earlier verb of the same entity (``cancel_order -> get_order``).
 
-`Calibration.probability` maps them to P(edge) with a logistic model. The shipped coefficients (`CALIBRATIONS`, one
-set per embedder) were fitted by `bench/tdg.py --fit` on the ``dev`` split of `tdg.devset` only; the ``heldout``
-split is reported, never fitted.
+`Calibration.probability` maps them to P(edge) with gradient-boosted trees (log loss). The shipped models
+(``tdg/calibration/<embedder>.json``, one per embedder) and their edge thresholds were fitted by
+`bench/tdg.py --devset --fit` on the ``dev`` split of `tdg.devset` only (threshold from out-of-fold predictions);
+the ``heldout`` split is reported, never fitted. Evaluating a model needs no scikit-learn, fitting one does.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from pydantic import Field
 
 from data.models import StrictModel, ToolKind, ToolSchema
+from gustforge.errors import ConfigError
 from tdg.embedding import Embedder
 from tdg.fields import (
     GENERIC_NAMES,
@@ -50,7 +54,8 @@ from tdg.fields import (
     types_compatible,
 )
 
-__all__ = ["FEATURES", "PairEvidence", "Calibration", "CALIBRATIONS", "pair_evidence", "fit_logistic", "KIND_RANK"]
+__all__ = ["FEATURES", "KIND_RANK", "PairEvidence", "Tree", "Calibration", "calibration_path", "load_calibration",
+           "pair_evidence", "tool_entity"]  # fmt: skip
 
 FEATURES = ("key_name", "other_name", "field_sim", "any_sim", "mention_sim", "tool_sim", "margin", "best_source",
             "best_sink", "sink", "verb_order", "provider", "echo")  # fmt: skip
@@ -83,17 +88,58 @@ class PairEvidence:
     best_field: tuple[str, str, float] | None = None  # (A field path, B param, cosine)
 
 
+class Tree(StrictModel):
+    """One regression tree in array form (sklearn's ``tree_`` layout): node i is a leaf when ``left[i] == -1``."""
+
+    feature: list[int]
+    threshold: list[float]
+    left: list[int]
+    right: list[int]
+    value: list[float]
+
+    def predict(self, x: Sequence[float]) -> float:
+        node = 0
+        while self.left[node] != -1:
+            node = self.left[node] if x[self.feature[node]] <= self.threshold[node] else self.right[node]
+        return self.value[node]
+
+
 class Calibration(StrictModel):
-    """Logistic model P(edge | features) for one embedder."""
+    """Gradient-boosted trees P(edge | features) for one embedder, with the edge threshold chosen on dev.
+
+    probability = sigmoid(init + learning_rate * sum(tree(x))), trained with log loss, so it is a probability
+    (its Brier score on the held-out split is reported by `bench/tdg.py --devset --fit`).
+    """
 
     embedder: str
-    weights: dict[str, float]
-    bias: float
-    fitted_on: str = Field(default="", description="What the coefficients were fitted on (split, items, pairs).")
+    features: list[str]
+    init: float
+    learning_rate: float
+    trees: list[Tree]
+    threshold: float = Field(description="P(edge) an edge needs; chosen on out-of-fold dev predictions.")
+    fitted_on: str = Field(default="", description="What the model was fitted on.")
 
     def probability(self, features: Mapping[str, float]) -> float:
-        z = self.bias + sum(self.weights.get(name, 0.0) * float(features.get(name, 0.0)) for name in FEATURES)
+        x = [float(features.get(name, 0.0)) for name in self.features]
+        z = self.init + self.learning_rate * sum(tree.predict(x) for tree in self.trees)
         return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, z))))
+
+
+def calibration_path(embedder: str) -> Path:
+    return Path(__file__).resolve().parent / "calibration" / f"{embedder}.json"
+
+
+@functools.cache
+def load_calibration(embedder: str) -> Calibration:
+    """The shipped model for `embedder` (``tdg/calibration/<embedder>.json``, written by `bench/tdg.py --fit`).
+
+    Raises:
+        ConfigError: No model ships for this embedder.
+    """
+    path = calibration_path(embedder)
+    if not path.is_file():
+        raise ConfigError(f"no TDG edge calibration for embedder {embedder!r} at {path}")
+    return Calibration.model_validate_json(path.read_text(encoding="utf-8"))
 
 
 def _words(name: str) -> str:
@@ -218,39 +264,3 @@ def pair_evidence(tools: Sequence[ToolSchema], embedder: Embedder) -> list[PairE
         }
         out.append(PairEvidence(a.tool.name, b.tool.name, features, mappings, where))
     return out
-
-
-def fit_logistic(x: np.ndarray, y: np.ndarray, *, l2: float = 1.0, iterations: int = 50) -> tuple[np.ndarray, float]:
-    """L2-regularised logistic regression by Newton's method (the bias is not penalised).
-
-    Returns:
-        (weights, bias).
-    """
-    n, d = x.shape
-    design = np.hstack([x, np.ones((n, 1))])
-    w = np.zeros(d + 1)
-    penalty = np.full(d + 1, l2)
-    penalty[-1] = 0.0
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-np.clip(design @ w, -40, 40)))
-        grad = design.T @ (p - y) + penalty * w
-        hess = design.T @ (design * (p * (1 - p))[:, None]) + np.diag(penalty) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w[:-1], float(w[-1])
-
-
-# Fitted by `bench/tdg.py --devset --fit` on the dev split (see the README's TDG benchmark section).
-_FITTED_ON = "tdg.devset dev split (NESTFUL exe/glaive/sgd/complexfuncbench + Toucan; 150 items, 1,127 pairs), l2=1"
-CALIBRATIONS: dict[str, Calibration] = {
-    "minilm": Calibration(embedder="minilm", bias=-2.849, fitted_on=_FITTED_ON, weights={
-        "key_name": 1.464, "other_name": 0.525, "field_sim": 1.497, "any_sim": -1.718, "mention_sim": 0.943,
-        "tool_sim": 0.73, "margin": 1.09, "best_source": 1.188, "best_sink": 0.569, "sink": 0.914,
-        "verb_order": 0.022, "provider": -0.458, "echo": 0.94}),
-    "lexical": Calibration(embedder="lexical", bias=-2.597, fitted_on=_FITTED_ON, weights={
-        "key_name": 1.27, "other_name": 0.616, "field_sim": 1.893, "any_sim": -2.051, "mention_sim": 0.507,
-        "tool_sim": 1.082, "margin": 1.929, "best_source": 1.047, "best_sink": 0.472, "sink": 0.881,
-        "verb_order": -0.089, "provider": -0.424, "echo": 0.83}),
-}  # fmt: skip
