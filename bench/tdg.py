@@ -130,8 +130,9 @@ def bench_env(env: Environment, cfg: TDGConfig) -> dict[str, Any]:
     t2 = time.perf_counter()
     skeletons = list(coverage.skeletons)
     walks = [
-        random_walk_skeleton(dags[i % len(dags)], max_len=cfg.max_stages, seed=cfg.seed + i, env_id=env.env_id,
-                             graph_index=i % len(dags))  # fmt: skip
+        random_walk_skeleton(
+            dags[i % len(dags)], max_len=cfg.max_stages, seed=cfg.seed + i, env_id=env.env_id, graph_index=i % len(dags)
+        )  # fmt: skip
         for i in range(len(skeletons))
     ]
     return {

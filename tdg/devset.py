@@ -260,7 +260,7 @@ def load_toucan(corpus_dir: Path, *, heldout_share: float = 0.5,
         if len(set(names)) < 2:
             skipped["toucan_fewer_than_two_tools"] = skipped.get("toucan_fewer_than_two_tools", 0) + 1
             continue
-        for raw, t in tools.items():
+        for t in tools.values():
             tools_all.setdefault(t.name, t)
         sequences.append((names, edges))
     return _items("toucan", sequences, tools_all, heldout_share)

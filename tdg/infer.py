@@ -8,10 +8,11 @@ an argument of B (``parameter``) or because B only makes sense after A in the sc
 Three inferers live in `INFERERS`:
 - ``deterministic`` (default, no LLM): every ordered pair gets a calibrated probability from names, types and text
   embeddings (`tdg.scoring`; MiniLM with the `embed` extra, else the labelled lexical fallback, `tdg.embedding`).
-  Pairs at or above the model's threshold (chosen on dev) become edges: *parameter* edges only when a key field (ID-like, foreign key
-  or entity-typed) of A is named like a parameter of B (``get_order.quantity -> update_order.quantity`` never is),
-  *semantic* edges otherwise. Plus semantic edges along create -> read -> update -> delete between adjacent verb
-  levels of one entity (the generated environments' scenario order).
+  Pairs at or above the model's threshold (chosen on dev) become edges: *parameter* edges only when a key field
+  (ID-like, foreign key or entity-typed) of A is named like a parameter of B (so
+  ``get_order.quantity -> update_order.quantity`` never is one), *semantic* edges otherwise. Plus semantic edges
+  along create -> read -> update -> delete between adjacent verb levels of one entity (the scenario order of the
+  generated environments).
 - ``name_match``: the baseline: A -> B whenever a response leaf of A has the name of a parameter of B.
 - ``llm``: the `tdg.prompts` judge on candidate pairs only (a name hint, a shared entity or a lexical probability
   at the threshold), asynchronous with bounded concurrency; refuses an offline client.
@@ -45,12 +46,11 @@ from typing import Any, Protocol
 import networkx as nx
 
 from data.graphs import EdgeType
-from data.models import ToolKind, ToolSchema
-from gustforge.errors import InputError, LLMOutputError
+from data.models import ToolSchema
+from gustforge.errors import ConfigError, InputError, LLMOutputError
 from gustforge.hashing import content_hash
 from gustforge.llm import LLMClient, run_role_async
 from gustforge.registry import Registry
-from gustforge.errors import ConfigError
 from tdg.embedding import resolve_embedder
 from tdg.fields import (
     enrich_response,
@@ -144,7 +144,10 @@ def _merge(edges: Sequence[InferredEdge]) -> list[InferredEdge]:
 
 
 def _semantic_note(ev: PairEvidence, p: float) -> str:
-    where = f"; closest fields {ev.src}.response.{ev.best_field[0]} ~ {ev.dst}.{ev.best_field[1]} (cos {ev.best_field[2]})" if ev.best_field else ""
+    where = ""
+    if ev.best_field:
+        path, param, cos = ev.best_field
+        where = f"; closest fields {ev.src}.response.{path} ~ {ev.dst}.{param} (cos {cos})"
     return f"semantic: P(edge)={p:.2f} from names and descriptions{where}"
 
 
@@ -320,7 +323,10 @@ def with_record_shapes(tools: Sequence[ToolSchema], db: Mapping[str, Any] | None
 
 
 def infer_edges(
-    tools: Sequence[ToolSchema], *, inferer: str = "deterministic", client: LLMClient | None = None,
+    tools: Sequence[ToolSchema],
+    *,
+    inferer: str = "deterministic",
+    client: LLMClient | None = None,
     embedder: str = "auto",
 ) -> list[InferredEdge]:
     """All candidate edges over `tools` from the named inferer (sorted by (src, dst)).

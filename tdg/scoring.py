@@ -216,7 +216,8 @@ def _name_features(a: _ToolView, b: _ToolView, entities: frozenset[str]) -> tupl
             continue  # the ID of the record being created is new, not copied from elsewhere
         if param.lower() in GENERIC_NAMES:
             continue
-        scored = [(name_relation(param, f, dst_entity=b.entity), f) for f in a.fields if types_compatible(schema, f.type)]
+        scored = [(name_relation(param, f, dst_entity=b.entity), f) for f in a.fields
+                  if types_compatible(schema, f.type)]  # fmt: skip
         scored = [(s, f) for s, f in scored if s > 0 and f.leaf.lower() not in GENERIC_NAMES]
         if not scored:
             continue

@@ -14,9 +14,9 @@ from data.graphs import EdgeType
 from data.models import ToolKind
 from gustforge.errors import ConfigError, InputError, RegistryError
 from gustforge.llm import LLMClient, LLMSettings
+from tdg.dus import sample_skeleton
 from tdg.fields import evidence_is_executable, parse_evidence
 from tdg.infer import build_graphs, candidate_pairs, flow_specs, infer_edges, infer_graph, judge_pairs, select_flow
-from tdg.dus import sample_skeleton
 from tdg.sanitize import sanitize_to_dag
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.tdg._tdg_toolsets import (
@@ -87,11 +87,13 @@ class TestDeterministicInferer:
         assert not g.has_edge("renew_loan", "checkout_book")  # update feeding the create of its own entity
 
     def test_parameter_edges_only_between_key_fields(self) -> None:
-        S, I = {"type": "string"}, {"type": "integer"}
-        order = {"type": "object", "properties": {"order_id": S, "quantity": I, "note": S}}
+        S, INT = {"type": "string"}, {"type": "integer"}
+        order = {"type": "object", "properties": {"order_id": S, "quantity": INT, "note": S}}
         tools = [
             tool("get_order", ToolKind.READ, "orders", {"order_id": S}, ["order_id"], order=order),
-            tool("update_order", ToolKind.UPDATE, "orders", {"order_id": S, "quantity": I}, ["order_id"], order=order),
+            tool(
+                "update_order", ToolKind.UPDATE, "orders", {"order_id": S, "quantity": INT}, ["order_id"], order=order
+            ),
         ]
         edges = {(e.src, e.dst): e for e in infer_edges(tools, embedder="lexical")}
         edge = edges[("get_order", "update_order")]
@@ -203,14 +205,18 @@ class TestLLMInferer:
             a, b = re.findall(r'"name": "(\w+)"', request["messages"][1]["content"])[:2]
             if (a, b) == ("search_books", "get_book"):
                 return {"content": "this is not JSON"}
-            verdict = {"edge": (a, b) == ("list_members", "checkout_book"), "confidence": 0.9,
-                       "type": "parameter" if (a, b) == ("list_members", "checkout_book") else "none",
-                       "evidence": "list_members.response.members[].member_id -> checkout_book.member_id"}
+            verdict = {
+                "edge": (a, b) == ("list_members", "checkout_book"),
+                "confidence": 0.9,
+                "type": "parameter" if (a, b) == ("list_members", "checkout_book") else "none",
+                "evidence": "list_members.response.members[].member_id -> checkout_book.member_id",
+            }
             return {"content": json.dumps(verdict)}
 
         with FakeOpenAIServer(responder) as server:
-            settings = LLMSettings(backend="openai", base_url=server.base_url, model="fake-model", max_retries=0,
-                                   max_repair_rounds=0)
+            settings = LLMSettings(
+                backend="openai", base_url=server.base_url, model="fake-model", max_retries=0, max_repair_rounds=0
+            )
             with LLMClient(settings) as client:
                 edges, dropped = judge_pairs(tools, client, concurrency=2)
         assert [(d.src, d.dst) for d in dropped] == [("search_books", "get_book")]
