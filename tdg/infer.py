@@ -72,6 +72,7 @@ __all__ = [
     "tool_entity",
     "scored_edges",
     "verb_order_edges",
+    "MAX_SEMANTIC_IN",
     "candidate_pairs",
     "with_record_shapes",
     "infer_edges",
@@ -86,6 +87,7 @@ logger = logging.getLogger(__name__)
 
 _SEMANTIC_CONFIDENCE = 0.5
 _JUDGE_CONCURRENCY = 8
+MAX_SEMANTIC_IN = 3  # most incoming semantic edges per tool (see `scored_edges`)
 _SAMPLED_FLOWS = 4  # seeded draws tried after the full graph (see `flow_specs`)
 
 
@@ -151,14 +153,16 @@ def _semantic_note(ev: PairEvidence, p: float) -> str:
     return f"semantic: P(edge)={p:.2f} from names and descriptions{where}"
 
 
-def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto",
-                 threshold: float | None = None) -> list[InferredEdge]:  # fmt: skip
+def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto", threshold: float | None = None,
+                 max_semantic_in: int = MAX_SEMANTIC_IN) -> list[InferredEdge]:  # fmt: skip
     """Edges whose calibrated probability (`tdg.scoring`) reaches `threshold` (None: the model's own, chosen on
     the dev split).
 
     A pair with a key mapping (ID-like / foreign-key / entity-typed field of A named like a parameter of B) becomes
     a parameter edge whose evidence lists those mappings; any other pair above the threshold a semantic edge. The
-    confidence is the calibrated probability.
+    confidence is the calibrated probability. Each tool keeps at most `max_semantic_in` incoming semantic edges (the
+    most probable): the model was calibrated on tool sets of 2-5 tools, where about one ordered pair in five is an
+    edge; in a 25-tool environment that prior would make nearly every pair of tools sharing a ``filename`` an edge.
     """
     model = resolve_embedder(embedder)
     calibration = load_calibration(model.name)
@@ -173,7 +177,13 @@ def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto",
             edges.append(InferredEdge(ev.src, ev.dst, EdgeType.PARAMETER, round(p, 4), evidence))
         else:
             edges.append(InferredEdge(ev.src, ev.dst, EdgeType.SEMANTIC, round(p, 4), _semantic_note(ev, p)))
-    return edges
+    semantic_in: dict[str, list[InferredEdge]] = defaultdict(list)
+    for edge in edges:
+        if edge.type is EdgeType.SEMANTIC:
+            semantic_in[edge.dst].append(edge)
+    dropped = {(e.src, e.dst) for incoming in semantic_in.values()
+               for e in sorted(incoming, key=lambda e: (-(e.confidence or 0.0), e.src))[max_semantic_in:]}  # fmt: skip
+    return [e for e in edges if (e.src, e.dst) not in dropped]
 
 
 @INFERERS.register("deterministic")
