@@ -169,7 +169,7 @@ def _summarize_arm(rows: list[dict[str, Any]], arm: str) -> dict[str, Any]:
 
 
 def _devset_scores(devset: Any, inferer: str, embedder: str) -> dict[str, Any]:
-    from tdg.devset import score_edges
+    from tdg.devset import bootstrap_interval, score_edges
     from tdg.infer import infer_edges
 
     start = time.perf_counter()
@@ -177,7 +177,8 @@ def _devset_scores(devset: Any, inferer: str, embedder: str) -> dict[str, Any]:
                  for it in devset.items}  # fmt: skip
     out: dict[str, Any] = {"seconds": round(time.perf_counter() - start, 1)}
     for split in ("dev", "heldout"):
-        out[split] = score_edges(predicted, [i for i in devset.items if i.split == split])
+        items = [i for i in devset.items if i.split == split]
+        out[split] = {**score_edges(predicted, items), "ci95": bootstrap_interval(predicted, items)}
     out["per_source"] = {src: score_edges(predicted, [i for i in devset.items if i.source == src])
                          for src in sorted({i.source for i in devset.items})}  # fmt: skip
     return out

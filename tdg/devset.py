@@ -45,6 +45,7 @@ __all__ = [
     "load_toucan",
     "load_devset",
     "score_edges",
+    "bootstrap_interval",
 ]
 
 NESTFUL_SOURCES = ("nestful_executable", "nestful_glaive", "nestful_sgd", "nestful_complexfuncbench")
@@ -302,3 +303,33 @@ def score_edges(predicted: Mapping[str, Iterable[tuple[str, str]]], items: Seque
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"items": len(items), "gold": n_gold, "predicted": n_pred, "true_positive": tp,
             "precision": round(precision, 4), "recall": round(recall, 4), "f1": round(f1, 4)}  # fmt: skip
+
+
+def bootstrap_interval(predicted: Mapping[str, Iterable[tuple[str, str]]], items: Sequence[DevItem], *,
+                       rounds: int = 1000, seed: int = 0) -> dict[str, list[float]]:  # fmt: skip
+    """95 % percentile intervals of micro precision and recall, resampling items with replacement.
+
+    Returns:
+        ``{"precision": [low, high], "recall": [low, high]}``.
+    """
+    import random
+
+    rng = random.Random(seed)
+    counts = []
+    for item in items:
+        names = {t.name for t in item.tools}
+        pred = {(a, b) for a, b in predicted.get(item.item_id, ()) if a in names and b in names and a != b}
+        gold = set(item.gold)
+        counts.append((len(pred & gold), len(pred), len(gold)))
+    precisions, recalls = [], []
+    for _ in range(rounds):
+        sample = [counts[rng.randrange(len(counts))] for _ in counts]
+        tp, n_pred, n_gold = (sum(c[i] for c in sample) for i in range(3))
+        precisions.append(tp / n_pred if n_pred else 0.0)
+        recalls.append(tp / n_gold if n_gold else 0.0)
+
+    def interval(values: list[float]) -> list[float]:
+        ordered = sorted(values)
+        return [round(ordered[int(0.025 * rounds)], 3), round(ordered[int(0.975 * rounds) - 1], 3)]
+
+    return {"precision": interval(precisions), "recall": interval(recalls)}

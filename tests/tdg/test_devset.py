@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tdg.devset import DevItem, load_devset, load_nestful, load_toucan, score_edges, split_of
+from tdg.devset import DevItem, bootstrap_interval, load_devset, load_nestful, load_toucan, score_edges, split_of
 
 pytest.importorskip("nestful", reason="nestful-wrapper (dev/bench extra) not installed")
 
@@ -56,3 +56,16 @@ def test_score_edges_counts_only_pairs_inside_the_item() -> None:
     scores = score_edges({"i": [("search_books", "get_book"), ("get_book", "list_members"), ("x", "y")]}, [item])
     assert (scores["true_positive"], scores["predicted"], scores["gold"]) == (1, 2, 1)
     assert scores["precision"] == 0.5 and scores["recall"] == 1.0
+
+
+def test_bootstrap_interval_brackets_the_estimate() -> None:
+    from tests.tdg._tdg_toolsets import library_tools
+
+    tools = library_tools()[:3]
+    items = [DevItem(item_id=f"i{n}", source="s", tools=tools, gold=[("search_books", "get_book")], samples=1,
+                     split="dev") for n in range(20)]  # fmt: skip
+    perfect = {f"i{n}": [("search_books", "get_book")] for n in range(20)}
+    assert bootstrap_interval(perfect, items) == {"precision": [1.0, 1.0], "recall": [1.0, 1.0]}
+    half = {f"i{n}": [("search_books", "get_book")] for n in range(10)}
+    low, high = bootstrap_interval(half, items)["recall"]
+    assert low < 0.5 < high
