@@ -88,10 +88,10 @@ class MiniLMEmbedder:
         missing = sorted({t for t in texts if t not in self._cache})
         if missing:
             vectors = _minilm_model().encode(missing, normalize_embeddings=True, batch_size=64, show_progress_bar=False)
-            self._cache.update(zip(missing, np.asarray(vectors, dtype=np.float64), strict=True))
+            self._cache.update(zip(missing, np.asarray(vectors, dtype=np.float32), strict=True))  # ~1.5 KB a text
         if not texts:
             return np.zeros((0, 384))
-        return np.stack([self._cache[t] for t in texts])
+        return np.stack([self._cache[t] for t in texts]).astype(np.float64)
 
 
 EMBEDDERS: Registry[Callable[[], Embedder]] = Registry("embedder")
