@@ -22,6 +22,9 @@ __all__ = [
     "name_tokens",
     "entity_of",
     "match_score",
+    "KEY_TOKENS",
+    "is_key_name",
+    "name_relation",
     "types_compatible",
     "format_evidence",
     "parse_evidence",
@@ -53,6 +56,7 @@ class FieldRef:
     leaf: str  # "id"
     parent: str | None  # "orders" (array or object holding the leaf), None at top level
     type: str | None  # JSON type of the leaf, if declared
+    description: str = ""  # the leaf's schema description, if any
 
 
 @dataclass(frozen=True)
@@ -87,14 +91,16 @@ def _walk(schema: Mapping[str, Any], prefix: str, parent: str | None, depth: int
             if _schema_type(sub) in ("object", "array") or "properties" in sub:
                 yield from _walk(sub, path, name, depth + 1)
             else:
-                yield FieldRef(path=path, leaf=name, parent=parent, type=_schema_type(sub))
+                yield FieldRef(path=path, leaf=name, parent=parent, type=_schema_type(sub),
+                               description=str(sub.get("description") or ""))  # fmt: skip
         return
     items = schema.get("items")
     if kind == "array" and isinstance(items, Mapping):
         if _schema_type(items) in ("object", "array") or "properties" in items:
             yield from _walk(items, f"{prefix}[]", parent, depth + 1)
         elif parent is not None:  # list of scalars, e.g. order_ids[] -> leaf "order_id"
-            yield FieldRef(path=f"{prefix}[]", leaf=singular(parent), parent=parent, type=_schema_type(items))
+            yield FieldRef(path=f"{prefix}[]", leaf=singular(parent), parent=parent, type=_schema_type(items),
+                           description=str(items.get("description") or ""))  # fmt: skip
 
 
 def response_fields(response: Mapping[str, Any]) -> list[FieldRef]:
@@ -174,6 +180,71 @@ def match_score(param: str, field: FieldRef, *, dst_entity: str | None = None) -
         return 0.9
     if p == "id" and dst_entity and entity_of(field.leaf) == singular(dst_entity):
         return 0.8
+    return 0.0
+
+
+# Last name tokens that make a field a key: a value that identifies a record rather than describing it.
+KEY_TOKENS = frozenset(
+    {"id", "ids", "key", "code", "sku", "uuid", "slug", "ref", "iata", "icao", "symbol", "ticker", "username",
+     "handle", "isbn", "token", "hash", "url", "uri", "link", "path", "number", "no"}
+)  # fmt: skip
+# Leading tokens that only say which role a key plays in the call (origin_sky_id is a sky_id).
+_QUALIFIERS = frozenset(
+    {"origin", "destination", "source", "src", "target", "dst", "from", "to", "pick", "up", "drop", "off", "start",
+     "end", "departure", "arrival", "return", "parent", "child", "new", "old", "primary", "secondary", "home",
+     "away", "first", "second", "my", "your", "input", "output", "base", "quote", "main", "current", "selected"}
+)  # fmt: skip
+
+
+def _tokens(name: str) -> list[str]:
+    return [singular(t) for t in name_tokens(name)]
+
+
+def is_key_name(name: str, entities: frozenset[str] = frozenset()) -> bool:
+    """Whether a field/parameter name denotes a record key: ID-like, a foreign key, or entity-typed.
+
+    ID-like: the last token is in `KEY_TOKENS` (``order_id``, ``skyId``, ``product_sku``); entity-typed: the whole
+    (singular) name is an entity of the toolset (``customer`` when a tool works on customers).
+
+    Example:
+        >>> is_key_name("originSkyId"), is_key_name("quantity"), is_key_name("customer", frozenset({"customer"}))
+        (True, False, True)
+    """
+    tokens = _tokens(name)
+    if not tokens:
+        return False
+    return tokens[-1] in KEY_TOKENS or "_".join(tokens) in entities
+
+
+def name_relation(param: str, field: FieldRef, *, dst_entity: str | None = None) -> float:
+    """How surely response leaf `field` is, by name, the value of parameter `param` (0 = unrelated names).
+
+    1.0 same tokens (``artistId`` / ``artist_id``); 0.95 the parent plus the leaf (``location.id`` for
+    ``location_id``); 0.9 the parameter is the leaf behind role qualifiers (``originSkyId`` <- ``skyId``,
+    ``pick_up_latitude`` <- ``coordinates.latitude``); 0.8 a bare ``id`` parameter of a tool on `dst_entity` and
+    that entity's key; 0.6 the parameter ends with a multi-token leaf behind other words.
+
+    Example:
+        >>> name_relation("destinationSkyId", FieldRef("skyId", "skyId", None, "string"))
+        0.9
+    """
+    p, leaf = _tokens(param), _tokens(field.leaf)
+    parent = _tokens(field.parent) if field.parent else []
+    if not p or not leaf:
+        return 0.0
+    if p == leaf:
+        if p == ["id"]:
+            return 0.8 if dst_entity and parent and "_".join(parent) == singular(dst_entity) else 0.0
+        return 1.0
+    if parent and p == parent + leaf:
+        return 0.95
+    if p == ["id"] and dst_entity and entity_of(field.leaf) == singular(dst_entity):
+        return 0.8
+    if len(p) > len(leaf) and p[-len(leaf) :] == leaf and leaf != ["id"]:
+        head = p[: -len(leaf)]
+        if all(t in _QUALIFIERS for t in head):
+            return 0.9
+        return 0.6 if len(leaf) >= 2 else 0.0
     return 0.0
 
 

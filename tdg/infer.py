@@ -5,15 +5,23 @@ an argument of B (``parameter``) or because B only makes sense after A in the sc
 ``type``, ``confidence`` (float or None) and ``evidence``; parameter evidence has the checkable form
 ``get_order.response.order.order_id -> cancel_order.order_id`` (see `tdg.fields`).
 
-Two inferers live in `INFERERS`:
-- ``deterministic`` (default): name/type matching of response leaves against parameters, with an entity/ID
-  vocabulary (``order_id`` <-> ``orders[].id``), plus semantic edges along create -> read -> update -> delete
-  between adjacent verb levels of one entity.
-- ``llm``: the `tdg.prompts` judge on candidate pairs only (pairs with a name hint, a shared entity or shared
-  name tokens), so its cost is O(useful pairs), not O(n^2).
+Three inferers live in `INFERERS`:
+- ``deterministic`` (default, no LLM): every ordered pair gets a calibrated probability from names, types and text
+  embeddings (`tdg.scoring`; MiniLM with the `embed` extra, else the labelled lexical fallback, `tdg.embedding`).
+  Pairs at or above the model's threshold (chosen on dev) become edges: *parameter* edges only when a key field
+  (ID-like, foreign key or entity-typed) of A is named like a parameter of B (so
+  ``get_order.quantity -> update_order.quantity`` never is one), *semantic* edges otherwise. Plus semantic edges
+  along create -> read -> update -> delete between adjacent verb levels of one entity (the scenario order of the
+  generated environments).
+- ``name_match``: the baseline: A -> B whenever a response leaf of A has the name of a parameter of B.
+- ``llm``: the `tdg.prompts` judge on candidate pairs only (a name hint, a shared entity or a lexical probability
+  at the threshold), asynchronous with bounded concurrency; refuses an offline client.
 
 `build_graphs` derives several graphs ("logical flows") from one inference run (`flow_specs`):
 - ``full``: every inferred edge;
+- ``sampled:<k>``: a seeded draw from the calibrated edge probabilities (semantic edges kept with probability =
+  confidence, one provider per argument drawn by confidence); the seed mixes the base seed, k and the toolset, so
+  graphs differ within and across toolsets and DUS samples different tasks from them;
 - ``data_flow``: parameter edges only (pure data flow, no imposed verb order);
 - ``single_source:<j>``: parameter edges thinned to one provider per (tool, argument), the j-th best by
   confidence (so list_orders -> cancel_order and get_order -> cancel_order no longer both gate cancel_order):
@@ -38,32 +46,33 @@ from typing import Any, Protocol
 import networkx as nx
 
 from data.graphs import EdgeType
-from data.models import ToolKind, ToolSchema
-from gustforge.errors import InputError
+from data.models import ToolSchema
+from gustforge.errors import ConfigError, InputError, LLMOutputError
 from gustforge.hashing import content_hash
-from gustforge.llm import LLMClient, LLMSettings, run_role_async
+from gustforge.llm import LLMClient, run_role_async
 from gustforge.registry import Registry
+from tdg.embedding import resolve_embedder
 from tdg.fields import (
-    GENERIC_NAMES,
     enrich_response,
-    entity_of,
     format_evidence,
-    match_score,
-    name_tokens,
+    name_relation,
     param_specs,
     parse_evidence,
     record_shapes,
     response_fields,
-    singular,
     types_compatible,
 )
 from tdg.prompts import make_judge_role, tool_json
+from tdg.scoring import KIND_RANK, PairEvidence, load_calibration, pair_evidence, tool_entity
 
 __all__ = [
     "InferredEdge",
     "EdgeInferer",
     "INFERERS",
     "tool_entity",
+    "scored_edges",
+    "verb_order_edges",
+    "MAX_SEMANTIC_IN",
     "candidate_pairs",
     "with_record_shapes",
     "infer_edges",
@@ -76,18 +85,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Verb order on one entity: create -> read -> update/action -> delete.
-_KIND_RANK = {ToolKind.CREATE: 0, ToolKind.READ: 1, ToolKind.UPDATE: 2, ToolKind.ACTION: 2, ToolKind.DELETE: 3}
-# How plausible a tool's output is as the *source* of another tool's argument.
-_PROVIDER = {ToolKind.READ: 1.0, ToolKind.CREATE: 1.0, ToolKind.UPDATE: 0.8, ToolKind.ACTION: 0.8,
-             ToolKind.DELETE: 0.6}  # fmt: skip
-_OPTIONAL_FACTOR = 0.8
-_MIN_PARAM_CONFIDENCE = 0.4
 _SEMANTIC_CONFIDENCE = 0.5
-_VERBS = frozenset(
-    "get list search find fetch read show view query lookup check create add new make register insert post book "
-    "update set edit modify change patch put rename assign move delete remove cancel drop clear archive".split()
-)
+_JUDGE_CONCURRENCY = 8
+MAX_SEMANTIC_IN = 3  # most incoming semantic edges per tool (see `scored_edges`)
+_SAMPLED_FLOWS = 4  # seeded draws tried after the full graph (see `flow_specs`)
 
 
 @dataclass(frozen=True)
@@ -100,61 +101,23 @@ class InferredEdge:
 
 
 class EdgeInferer(Protocol):
-    """Infers candidate edges over one toolset; `client` is only used by LLM-backed inferers."""
+    """Infers candidate edges over one toolset; `client` is only used by LLM-backed inferers, `embedder`
+    (``auto`` / ``minilm`` / ``lexical``, see `tdg.embedding`) only by the calibrated one."""
 
-    def __call__(self, tools: Sequence[ToolSchema], *, client: LLMClient | None) -> list[InferredEdge]: ...
+    def __call__(
+        self, tools: Sequence[ToolSchema], *, client: LLMClient | None, embedder: str
+    ) -> list[InferredEdge]: ...
 
 
 INFERERS: Registry[EdgeInferer] = Registry("edge inferer")
 
 
-def tool_entity(tool: ToolSchema) -> str | None:
-    """The entity a tool works on: its declared DB collection, else the first non-verb token of its name."""
-    if tool.entity:
-        return singular(tool.entity)
-    tokens = [t for t in name_tokens(tool.name) if t not in _VERBS and t not in GENERIC_NAMES]
-    return singular(tokens[0]) if tokens else None
-
-
 # --------------------------------------------------------------------------- pairwise rules
-def _param_mappings(a: ToolSchema, b: ToolSchema) -> list[tuple[float, str, str]]:
-    """(confidence, field path of a, parameter of b) for each parameter of b that a's response can fill."""
-    fields = response_fields(a.response)
-    b_entity = tool_entity(b)
-    out = []
-    for param, (schema, required) in sorted(param_specs(b.parameters).items()):
-        if b.kind is ToolKind.CREATE and entity_of(param) == b_entity:
-            continue  # the ID of the record being created is new, not copied from elsewhere
-        scored = [(match_score(param, f, dst_entity=b_entity), f.path) for f in fields
-                  if types_compatible(schema, f.type)]  # fmt: skip
-        score, path = min(scored, key=lambda sp: (-sp[0], sp[1]), default=(0.0, ""))
-        if score > 0:
-            conf = score * (1.0 if required else _OPTIONAL_FACTOR) * _PROVIDER[a.kind]
-            out.append((round(conf, 4), path, param))
-    return out
-
-
-def _against_verb_order(a: ToolSchema, b: ToolSchema) -> bool:
-    """A mutation echoing a record back (cancel_order -> get_order) is not a dependency."""
-    same = tool_entity(a) is not None and tool_entity(a) == tool_entity(b)
-    return same and _KIND_RANK[a.kind] > _KIND_RANK[b.kind]
-
-
-def _parameter_edge(a: ToolSchema, b: ToolSchema) -> InferredEdge | None:
-    if a.name == b.name or _against_verb_order(a, b):
-        return None
-    mappings = [m for m in _param_mappings(a, b) if m[0] >= _MIN_PARAM_CONFIDENCE]
-    if not mappings:
-        return None
-    evidence = "; ".join(format_evidence(a.name, path, b.name, param) for _, path, param in mappings)
-    return InferredEdge(a.name, b.name, EdgeType.PARAMETER, max(m[0] for m in mappings), evidence)
-
-
 def _semantic_evidence(entity: str, a: ToolSchema, b: ToolSchema) -> str:
     return f"semantic: on {entity}, {a.kind.value} ({a.name}) precedes {b.kind.value} ({b.name})"
 
 
-def _semantic_edges(tools: Sequence[ToolSchema]) -> list[InferredEdge]:
+def verb_order_edges(tools: Sequence[ToolSchema]) -> list[InferredEdge]:
     """Edges between adjacent present verb levels of each entity (create -> read -> update -> delete)."""
     groups: dict[str, list[ToolSchema]] = defaultdict(list)
     for tool in tools:
@@ -163,10 +126,10 @@ def _semantic_edges(tools: Sequence[ToolSchema]) -> list[InferredEdge]:
             groups[entity].append(tool)
     edges = []
     for entity, members in sorted(groups.items()):
-        levels = sorted({_KIND_RANK[t.kind] for t in members})
+        levels = sorted({KIND_RANK[t.kind] for t in members})
         for low, high in itertools.pairwise(levels):
-            for a in (t for t in members if _KIND_RANK[t.kind] == low):
-                for b in (t for t in members if _KIND_RANK[t.kind] == high):
+            for a in (t for t in members if KIND_RANK[t.kind] == low):
+                for b in (t for t in members if KIND_RANK[t.kind] == high):
                     evidence = _semantic_evidence(entity, a, b)
                     edges.append(InferredEdge(a.name, b.name, EdgeType.SEMANTIC, _SEMANTIC_CONFIDENCE, evidence))
     return edges
@@ -182,11 +145,66 @@ def _merge(edges: Sequence[InferredEdge]) -> list[InferredEdge]:
     return [best[k] for k in sorted(best)]
 
 
+def _semantic_note(ev: PairEvidence, p: float) -> str:
+    where = ""
+    if ev.best_field:
+        path, param, cos = ev.best_field
+        where = f"; closest fields {ev.src}.response.{path} ~ {ev.dst}.{param} (cos {cos})"
+    return f"semantic: P(edge)={p:.2f} from names and descriptions{where}"
+
+
+def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto", threshold: float | None = None,
+                 max_semantic_in: int = MAX_SEMANTIC_IN) -> list[InferredEdge]:  # fmt: skip
+    """Edges whose calibrated probability (`tdg.scoring`) reaches `threshold` (None: the model's own, chosen on
+    the dev split).
+
+    A pair with a key mapping (ID-like / foreign-key / entity-typed field of A named like a parameter of B) becomes
+    a parameter edge whose evidence lists those mappings; any other pair above the threshold a semantic edge. The
+    confidence is the calibrated probability. Each tool keeps at most `max_semantic_in` incoming semantic edges (the
+    most probable): the model was calibrated on tool sets of 2-5 tools, where about one ordered pair in five is an
+    edge; in a 25-tool environment that prior would make nearly every pair of tools sharing a ``filename`` an edge.
+    """
+    model = resolve_embedder(embedder)
+    calibration = load_calibration(model.name)
+    threshold = calibration.threshold if threshold is None else threshold
+    edges = []
+    for ev in pair_evidence(tools, model):
+        p = calibration.probability(ev.features)
+        if p < threshold or ev.features["echo"]:
+            continue  # a mutation echoing a record back (cancel_order -> get_order) is not a dependency
+        if ev.key_mappings:
+            evidence = "; ".join(format_evidence(ev.src, path, ev.dst, param) for _, path, param in ev.key_mappings)
+            edges.append(InferredEdge(ev.src, ev.dst, EdgeType.PARAMETER, round(p, 4), evidence))
+        else:
+            edges.append(InferredEdge(ev.src, ev.dst, EdgeType.SEMANTIC, round(p, 4), _semantic_note(ev, p)))
+    semantic_in: dict[str, list[InferredEdge]] = defaultdict(list)
+    for edge in edges:
+        if edge.type is EdgeType.SEMANTIC:
+            semantic_in[edge.dst].append(edge)
+    dropped = {(e.src, e.dst) for incoming in semantic_in.values()
+               for e in sorted(incoming, key=lambda e: (-(e.confidence or 0.0), e.src))[max_semantic_in:]}  # fmt: skip
+    return [e for e in edges if (e.src, e.dst) not in dropped]
+
+
 @INFERERS.register("deterministic")
-def deterministic_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None) -> list[InferredEdge]:
-    """Schema-grounded parameter edges plus verb-order semantic edges; no LLM."""
-    params = [e for a, b in itertools.permutations(tools, 2) if (e := _parameter_edge(a, b)) is not None]
-    return _merge(params + _semantic_edges(tools))
+def deterministic_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None,
+                          embedder: str = "auto") -> list[InferredEdge]:  # fmt: skip
+    """Calibrated key/semantic edges (`scored_edges`) plus verb-order semantic edges; no LLM."""
+    return _merge(scored_edges(tools, embedder=embedder) + verb_order_edges(tools))
+
+
+@INFERERS.register("name_match")
+def name_match_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None,
+                       embedder: str = "auto") -> list[InferredEdge]:  # fmt: skip
+    """Baseline: A -> B whenever a response leaf of A has the name of a parameter of B (any name, no types)."""
+    edges = []
+    for a, b in itertools.permutations(tools, 2):
+        params = {p.lower(): p for p in param_specs(b.parameters)}
+        pairs = [(f.path, params[f.leaf.lower()]) for f in response_fields(a.response) if f.leaf.lower() in params]
+        if pairs:
+            evidence = "; ".join(format_evidence(a.name, path, b.name, param) for path, param in sorted(pairs))
+            edges.append(InferredEdge(a.name, b.name, EdgeType.PARAMETER, None, evidence))
+    return edges
 
 
 # --------------------------------------------------------------------------- LLM judge
@@ -206,75 +224,105 @@ def _from_view(view: dict[str, Any]) -> ToolSchema:
 
 
 def _offline_judge(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Deterministic twin of the judge: the same pairwise rules as the deterministic inferer."""
+    """Deterministic twin of the judge (the role requires one): the calibrated lexical model on this one pair.
+
+    `llm_inferer` refuses offline clients, so builds never use it; it keeps the role runnable in isolation.
+    """
     a, b = _from_view(json.loads(inputs["tool_a"])), _from_view(json.loads(inputs["tool_b"]))
-    edge = _parameter_edge(a, b)
-    if edge is not None:
-        return {"edge": True, "type": "parameter", "confidence": edge.confidence, "evidence": edge.evidence}
-    entity = tool_entity(a)
-    if entity is not None and entity == tool_entity(b) and _KIND_RANK[a.kind] < _KIND_RANK[b.kind]:
-        gap = _KIND_RANK[b.kind] - _KIND_RANK[a.kind]
-        conf = _SEMANTIC_CONFIDENCE if gap == 1 else 0.3
-        return {"edge": True, "type": "semantic", "confidence": conf, "evidence": _semantic_evidence(entity, a, b)}
-    return {"edge": False, "type": "none", "confidence": 0.9, "evidence": ""}
+    for edge in scored_edges([a, b], embedder="lexical"):
+        if (edge.src, edge.dst) == (a.name, b.name):
+            return {"edge": True, "type": edge.type.value, "confidence": edge.confidence, "evidence": edge.evidence}
+    return {"edge": False, "type": "none", "confidence": 0.7, "evidence": ""}
 
 
 _JUDGE = make_judge_role(_offline_judge)
 
 
-def _significant_tokens(names: Sequence[str]) -> set[str]:
-    return {t for n in names for t in name_tokens(n) if t not in GENERIC_NAMES and t != "id" and len(t) > 2}
-
-
 def _hints(a: ToolSchema, b: ToolSchema) -> list[str]:
-    return [format_evidence(a.name, path, b.name, param) for _, path, param in _param_mappings(a, b)]
+    """Name matches of A's response fields to B's parameters (types compatible), for the judge's prompt."""
+    fields = response_fields(a.response)
+    out = []
+    for param, (schema, _) in sorted(param_specs(b.parameters).items()):
+        scored = [(name_relation(param, f, dst_entity=tool_entity(b)), f.path) for f in fields
+                  if types_compatible(schema, f.type)]  # fmt: skip
+        score, path = min(scored, key=lambda sp: (-sp[0], sp[1]), default=(0.0, ""))
+        if score > 0:
+            out.append(format_evidence(a.name, path, b.name, param))
+    return out
 
 
 def candidate_pairs(tools: Sequence[ToolSchema]) -> list[tuple[ToolSchema, ToolSchema, list[str]]]:
-    """Ordered pairs worth asking the judge about: a name hint, a shared entity, or shared name tokens."""
+    """Ordered pairs worth asking the judge about: a name hint, a shared entity, or a lexical edge probability of
+    at least the edge threshold (so its cost is O(plausible pairs), not O(n^2))."""
+    plausible = {(e.src, e.dst) for e in scored_edges(tools, embedder="lexical")}
     out = []
     for a, b in itertools.permutations(tools, 2):
         hints = _hints(a, b)
         same_entity = tool_entity(a) is not None and tool_entity(a) == tool_entity(b)
-        out_tokens = _significant_tokens([f.leaf for f in response_fields(a.response)])
-        shared = out_tokens & _significant_tokens(list(param_specs(b.parameters)))
-        if hints or same_entity or shared:
+        if hints or same_entity or (a.name, b.name) in plausible:
             out.append((a, b, hints))
     return out
 
 
-async def _judge_all(
-    pairs: Sequence[tuple[ToolSchema, ToolSchema, list[str]]], client: LLMClient
-) -> list[dict[str, Any]]:
-    jobs = [
-        run_role_async(
-            _JUDGE,
-            {"tool_a": tool_json(_tool_view(a)), "tool_b": tool_json(_tool_view(b)), "hints": "\n".join(h) or "(none)"},
-            client,
-        )
-        for a, b, h in pairs
-    ]
-    return list(await asyncio.gather(*jobs))
+@dataclass(frozen=True)
+class DroppedPair:
+    """A candidate pair whose judge reply was unusable; the pair gets no edge, the environment is kept."""
+
+    src: str
+    dst: str
+    reason: str
+
+
+async def _judge_all(pairs: Sequence[tuple[ToolSchema, ToolSchema, list[str]]], client: LLMClient,
+                     concurrency: int) -> list[dict[str, Any] | BaseException]:  # fmt: skip
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(a: ToolSchema, b: ToolSchema, hints: list[str]) -> dict[str, Any]:
+        inputs = {"tool_a": tool_json(_tool_view(a)), "tool_b": tool_json(_tool_view(b)),
+                  "hints": "\n".join(hints) or "(none)"}  # fmt: skip
+        async with gate:
+            return await run_role_async(_JUDGE, inputs, client)
+
+    return list(await asyncio.gather(*(one(a, b, h) for a, b, h in pairs), return_exceptions=True))
+
+
+def judge_pairs(tools: Sequence[ToolSchema], client: LLMClient | None, *,
+                concurrency: int = _JUDGE_CONCURRENCY) -> tuple[list[InferredEdge], list[DroppedPair]]:  # fmt: skip
+    """Ask the judge about every candidate pair, at most `concurrency` at a time.
+
+    A malformed reply (`LLMOutputError`: no valid JSON after the repair rounds) drops that pair with a reason;
+    any other failure (the endpoint is down) is raised, so an outage never passes as an edgeless graph.
+
+    Raises:
+        ConfigError: `client` is None or offline (the judge needs a model; use ``tdg.inferer=deterministic``).
+        LLMError: The endpoint failed for good.
+    """
+    if client is None or client.settings.backend == "offline":
+        raise ConfigError("tdg.inferer=llm needs an LLM endpoint (llm.backend=openai); the offline client has no "
+                          "judge. Use tdg.inferer=deterministic for offline builds.")  # fmt: skip
+    pairs = candidate_pairs(tools)
+    verdicts = client.run_sync(_judge_all(pairs, client, max(1, concurrency)))
+    edges, dropped = [], []
+    for (a, b, _), verdict in zip(pairs, verdicts, strict=True):
+        if isinstance(verdict, LLMOutputError):
+            dropped.append(DroppedPair(a.name, b.name, f"malformed_judge_reply: {verdict}"))
+        elif isinstance(verdict, BaseException):
+            raise verdict
+        elif verdict["edge"] and verdict["type"] != "none":
+            edges.append(InferredEdge(a.name, b.name, EdgeType(verdict["type"]), float(verdict["confidence"]),
+                                      verdict["evidence"]))  # fmt: skip
+    logger.debug("tdg judge: %d candidate pairs of %d", len(pairs), len(tools) * (len(tools) - 1))
+    return _merge(edges), dropped
 
 
 @INFERERS.register("llm")
-def llm_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None) -> list[InferredEdge]:
-    """Ask the judge role about every candidate pair (concurrently, bounded by the client)."""
-    pairs = candidate_pairs(tools)
-    own = client is None
-    client = client or LLMClient(LLMSettings())
-    try:
-        verdicts = asyncio.run(_judge_all(pairs, client))
-    finally:
-        if own:
-            client.close()
-    logger.debug("tdg judge: %d candidate pairs of %d", len(pairs), len(tools) * (len(tools) - 1))
-    edges = [
-        InferredEdge(a.name, b.name, EdgeType(v["type"]), float(v["confidence"]), v["evidence"])
-        for (a, b, _), v in zip(pairs, verdicts, strict=True)
-        if v["edge"] and v["type"] != "none"
-    ]
-    return _merge(edges)
+def llm_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None,
+                embedder: str = "auto") -> list[InferredEdge]:  # fmt: skip
+    """`judge_pairs`; pairs dropped for a malformed reply are logged with their reason."""
+    edges, dropped = judge_pairs(tools, client)
+    for pair in dropped:
+        logger.warning("tdg judge: dropped %s -> %s (%s)", pair.src, pair.dst, pair.reason)
+    return edges
 
 
 # --------------------------------------------------------------------------- flows and graphs
@@ -285,7 +333,11 @@ def with_record_shapes(tools: Sequence[ToolSchema], db: Mapping[str, Any] | None
 
 
 def infer_edges(
-    tools: Sequence[ToolSchema], *, inferer: str = "deterministic", client: LLMClient | None = None
+    tools: Sequence[ToolSchema],
+    *,
+    inferer: str = "deterministic",
+    client: LLMClient | None = None,
+    embedder: str = "auto",
 ) -> list[InferredEdge]:
     """All candidate edges over `tools` from the named inferer (sorted by (src, dst)).
 
@@ -296,7 +348,7 @@ def infer_edges(
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
         raise InputError(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}")
-    return INFERERS.get(inferer)(tools, client=client)
+    return INFERERS.get(inferer)(tools, client=client, embedder=embedder)
 
 
 def _focus_entities(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], seed: int) -> list[str]:
@@ -337,7 +389,30 @@ def flow_specs(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], *, se
     """
     depth = max((len(v) for v in _providers(edges).values()), default=1)
     focus = [f"entity_focus:{entity}" for entity in _focus_entities(tools, edges, seed)]
-    return ["full", "data_flow", "single_source:0", *focus, *(f"single_source:{j}" for j in range(1, depth))]
+    sampled = [f"sampled:{k}" for k in range(1, _SAMPLED_FLOWS + 1)]
+    return ["full", *sampled, "data_flow", "single_source:0", *focus,
+            *(f"single_source:{j}" for j in range(1, depth))]  # fmt: skip
+
+
+def _sampled(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], *, seed: int, k: int) -> list[InferredEdge]:
+    """One draw from the calibrated edge probabilities: each semantic edge kept with probability = its
+    confidence, and one provider per (tool, argument) drawn in proportion to the providers' confidences.
+
+    The draw's seed mixes `seed`, `k` and the toolset's tool names, so two toolsets never share a draw sequence.
+    """
+    rng = random.Random(content_hash(["tdg-sampled-flow", seed, k, sorted(t.name for t in tools)]))
+    keep: set[tuple[str, str]] = set()
+    for (dst, _param), options in _providers(edges).items():
+        weights = [max(conf, 1e-3) for conf, _ in options]
+        keep.add((rng.choices([src for _, src in options], weights=weights)[0], dst))
+    chosen = []
+    for e in edges:
+        if e.type is EdgeType.PARAMETER:
+            if any((e.src, ev.dst) in keep for ev in parse_evidence(e.evidence)):
+                chosen.append(e)
+        elif rng.random() < (1.0 if e.confidence is None else e.confidence):
+            chosen.append(e)
+    return chosen
 
 
 def select_flow(
@@ -360,6 +435,8 @@ def select_flow(
         return flow, params
     if kind == "single_source":
         return flow, _single_source(edges, int(arg))
+    if kind == "sampled":
+        return flow, _sampled(tools, edges, seed=seed, k=int(arg))
     by_name = {t.name: t for t in tools}
     semantic = [e for e in edges if e.type is EdgeType.SEMANTIC
                 and arg in (tool_entity(by_name[e.src]), tool_entity(by_name[e.dst]))]  # fmt: skip
@@ -385,6 +462,7 @@ def infer_graph(
     seed: int = 0,
     client: LLMClient | None = None,
     db: Mapping[str, Any] | None = None,
+    embedder: str = "auto",
 ) -> nx.DiGraph:
     """Infer the TDG of one logical flow over `tools` (may contain cycles; see `tdg.sanitize`).
 
@@ -401,9 +479,15 @@ def infer_graph(
         response schemas.
     """
     tools = with_record_shapes(tools, db)
-    edges = infer_edges(tools, inferer=inferer, client=client)
+    edges = infer_edges(tools, inferer=inferer, client=client, embedder=embedder)
     flow, chosen = select_flow(tools, edges, flow_variant=flow_variant, seed=seed)
-    return to_graph(tools, chosen, flow=flow, flow_variant=flow_variant, inferer=inferer)
+    return to_graph(tools, chosen, flow=flow, flow_variant=flow_variant, inferer=inferer,
+                    embedder=_embedder_label(inferer, embedder))  # fmt: skip
+
+
+def _embedder_label(inferer: str, embedder: str) -> str:
+    """Which embedder the calibrated inferer ran with (``none`` for the others)."""
+    return resolve_embedder(embedder).name if inferer == "deterministic" else "none"
 
 
 def _edge_signature(edges: Sequence[InferredEdge]) -> str:
@@ -417,6 +501,7 @@ def build_graphs(
     inferer: str = "deterministic",
     seed: int = 0,
     client: LLMClient | None = None,
+    embedder: str = "auto",
 ) -> list[nx.DiGraph]:
     """Up to `n_graphs` distinct TDGs (logical flows) for one environment, from one inference run.
 
@@ -432,7 +517,8 @@ def build_graphs(
         in ``g.graph``; identical edge sets appear once.
     """
     tools = with_record_shapes(list(env.schemas), env.initial_db)
-    edges = infer_edges(tools, inferer=inferer, client=client)
+    edges = infer_edges(tools, inferer=inferer, client=client, embedder=embedder)
+    label = _embedder_label(inferer, embedder)
     n_variants = len(flow_specs(tools, edges, seed=seed))
     graphs: list[nx.DiGraph] = []
     seen: set[str] = set()
@@ -443,7 +529,7 @@ def build_graphs(
             continue
         seen.add(signature)
         graphs.append(to_graph(tools, chosen, env_id=env.env_id, graph_index=len(graphs), flow=flow,
-                               flow_variant=variant, inferer=inferer))  # fmt: skip
+                               flow_variant=variant, inferer=inferer, embedder=label))  # fmt: skip
         if len(graphs) == n_graphs:
             break
     return graphs
