@@ -20,6 +20,7 @@ from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
 from gustforge.errors import CodegenError, LLMError
 from gustforge.llm import LLMClient, LLMRole, run_role
+from gustforge.schemas import safe_validator
 
 __all__ = [
     "synthesize_database",
@@ -307,15 +308,13 @@ def check_database(plan: EnvPlan, db: dict[str, Any]) -> list[str]:
     Returns:
         Human-readable problems; empty when the DB is usable.
     """
-    from jsonschema import Draft202012Validator
-
     problems: list[str] = []
     for entity in plan.entities:
         collection = db.get(entity.name)
         if not isinstance(collection, dict) or not collection:
             problems.append(f"collection {entity.name!r} is missing or empty")
             continue
-        validator = Draft202012Validator(record_schema(entity))
+        validator = safe_validator(record_schema(entity))
         for key, record in collection.items():
             if not isinstance(record, dict) or str(record.get(entity.id_field)) != key:
                 problems.append(f"{entity.name}[{key}]: id field {entity.id_field!r} does not match its key")

@@ -23,11 +23,10 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from data.models import RefactoredToolset, ToolSchema
 from envgen.database import sample_value
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, ToolPlan, plan_environment
+from gustforge.schemas import safe_validator
 
 __all__ = ["generate_tests_source", "valid_arguments", "expected_math", "rejected_call_counts"]
 
@@ -194,7 +193,7 @@ def _coerce(value: Any, schema: dict[str, Any]) -> Any:
 
 
 def _valid(value: Any, schema: dict[str, Any]) -> bool:
-    return Draft202012Validator(schema).is_valid(value)
+    return safe_validator(schema).is_valid(value)
 
 
 class _Ctx:

@@ -30,11 +30,13 @@ from uuid import uuid4
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
+from referencing.exceptions import Unresolvable
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from gustforge.errors import ConfigError, GustError, LLMError
 from gustforge.registry import Registry
+from gustforge.schemas import safe_validator
 
 __all__ = [
     "SGLSConfig",
@@ -123,9 +125,9 @@ def validate_call(tools: Mapping[str, Mapping[str, Any]], name: str, args: Mappi
     if missing:
         return f"Tool '{name}' missing required parameters: {missing}"
     try:
-        validator_cls = jsonschema.validators.validator_for(params, default=jsonschema.Draft202012Validator)
-        errors = [e for e in validator_cls(params).iter_errors(dict(args)) if e.validator in _CHECKED_VALIDATORS]
-    except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, TypeError, ValueError, KeyError):
+        validator = safe_validator(params)
+        errors = [e for e in validator.iter_errors(dict(args)) if e.validator in _CHECKED_VALIDATORS]
+    except (jsonschema.SchemaError, jsonschema.exceptions.UnknownType, Unresolvable, TypeError, ValueError, KeyError):
         return None  # a malformed raw schema cannot veto a call; the backend decides
     if not errors:
         return None
