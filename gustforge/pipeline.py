@@ -11,6 +11,7 @@ Items per stage (what flows between shards):
     reconstruct in: sample items                  out: env item + {traces: [GoldenTrace dumps]}
     tasks       in: reconstruct items             out: env item + {records: [TaskRecord dumps]}
     verify      in: tasks items                   out: env item + {records: [verified TaskRecord dumps]}
+    quality     in: verify items (all shards)     out: verify items less the hard failures; reports/quality.json
     export      in: verify items (all shards)     out: the GUST folder
     convert     in: export item                   out: verl RL parquet (`OUT/verl/train.parquet`) for `gust train`
 """
@@ -65,7 +66,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STAGE_ORDER: tuple[str, ...] = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
+STAGE_ORDER: tuple[str, ...] = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "quality", "export", "convert")
 
 Item = dict[str, Any]
 
@@ -411,7 +412,17 @@ def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
                    started)  # fmt: skip
 
 
-@_stage("export", "verify", ("data",), ("seed", "verify.teacher", "verify.require_solvable"))
+@_stage("quality", "verify", ("tdg", "data"), ("quality",))
+def run_quality(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Measure every task (tdg.quality), drop the hard failures, write `reports/quality.json`."""
+    from tdg.quality import quality_stage
+
+    started = time.perf_counter()
+    kept, quarantine, inputs = quality_stage(items, cfg.quality, out / "reports" / "quality.json")
+    return _result("quality", kept, [r["task_id"] for i in kept for r in i["records"]], quarantine, inputs, started)
+
+
+@_stage("export", "quality", ("data",), ("seed", "verify.teacher", "verify.require_solvable"))
 def run_export(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Write the GUST parquet shards, dataset card and statistics figure under `OUT/gust/`."""
     from data.gust import write_gust
@@ -421,7 +432,8 @@ def run_export(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     teacher_ran = cfg.verify.teacher.enabled
     folder = write_gust(records, out / "gust", seed=cfg.seed,
                         filters_run={"replay": True, "solvability": cfg.verify.require_solvable,
-                                     "teacher_pass_at_k": teacher_ran})  # fmt: skip
+                                     "teacher_pass_at_k": teacher_ran, "quality": cfg.quality.enabled},
+                        quality_report=out / "reports" / "quality.json")  # fmt: skip
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*.parquet")))).hexdigest()
     item = {"gust_dir": str(folder), "rows": len(records), "digest": digest}  # digest keys the convert cache
     return _result("export", [item], [r.task_id for r in records], [], len(records), started)
