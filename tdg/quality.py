@@ -53,6 +53,11 @@ __all__ = [
     "load_env_schemas",
     "target_rows",
     "quality_stage",
+    "id_values",
+    "terminal_ids",
+    "calls_conflict",
+    "walk_path",
+    "list_pick",
 ]
 
 logger = logging.getLogger(__name__)
@@ -178,7 +183,7 @@ def _scalars(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
         yield key, value
 
 
-def _id_values(arguments: Mapping[str, Any]) -> set[str]:
+def id_values(arguments: Mapping[str, Any]) -> set[str]:
     return {repr(v) for k, v in _scalars(arguments) if _id_like(k) and v is not None and not isinstance(v, bool)}
 
 
@@ -217,7 +222,7 @@ def _placeholders(call: TraceCall, patterns: Sequence[re.Pattern[str]]) -> list[
 _STEP_RE = re.compile(r"\[(\d+)\]")
 
 
-def _walk_path(value: Any, path: str) -> Any:
+def walk_path(value: Any, path: str) -> Any:
     """Follow a dotted path with `[i]` indexes ('products[3].product_id'); None when it does not resolve."""
     node = value
     for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
@@ -257,15 +262,11 @@ def _undetermined(call: TraceCall, outputs: Mapping[str, Any], text: str) -> lis
     found = []
     for arg, source in sorted(call.dependency_args.items()):
         tool, _, path = source.partition(".")
-        matches = list(_STEP_RE.finditer(path))
-        if tool not in outputs or not matches:
+        picked = list_pick(outputs[tool], path) if tool in outputs else None
+        if picked is None:
             continue
-        last = matches[-1]
-        siblings = _walk_path(outputs[tool], path[: last.start()])
-        index = int(last.group(1))
-        if not isinstance(siblings, list) or index >= len(siblings):
-            continue
-        if not _pick_determined(siblings[index], siblings, index, call.pick_criteria.get(arg, ""), text):
+        element, siblings, index = picked
+        if not _pick_determined(element, siblings, index, call.pick_criteria.get(arg, ""), text):
             found.append(f"{call.name}.{arg}<-{source} (1 of {len(siblings)})")
     return found
 
@@ -282,12 +283,12 @@ def _noop(call: TraceCall, kind: ToolKind) -> bool:
     return len(copied) == len(changes)
 
 
-def _terminal_ids(call: TraceCall, kind: ToolKind, statuses: frozenset[str]) -> set[str]:
+def terminal_ids(call: TraceCall, kind: ToolKind, statuses: frozenset[str]) -> set[str]:
     """Records this call put into a terminal state (a delete, or a written record whose status is terminal)."""
     if kind is ToolKind.READ:
         return set()
     if kind is ToolKind.DELETE:
-        return _id_values(call.arguments)
+        return id_values(call.arguments)
     ids: set[str] = set()
 
     def visit(node: Any, top: bool) -> None:
@@ -333,16 +334,30 @@ def _echo_only(call: TraceCall) -> bool:
     return all(p in given for p in produced)
 
 
+def calls_conflict(a: TraceCall, b: TraceCall, schemas: Mapping[str, ToolSchema]) -> bool:
+    """One of two calls writes and both touch the same record id (they may not share a parallel stage)."""
+    if _kind(a, schemas) is ToolKind.READ and _kind(b, schemas) is ToolKind.READ:
+        return False
+    return bool(id_values(a.arguments) & id_values(b.arguments))
+
+
 def _conflicts(calls: Sequence[TraceCall], schemas: Mapping[str, ToolSchema]) -> bool:
     """A write and another call of the same stage touch the same record id."""
-    for i, a in enumerate(calls):
-        if _kind(a, schemas) is ToolKind.READ:
-            continue
-        ids_a = _id_values(a.arguments)
-        for j, b in enumerate(calls):
-            if i != j and ids_a & _id_values(b.arguments):
-                return True
-    return False
+    return any(calls_conflict(a, b, schemas) for i, a in enumerate(calls) for b in calls[i + 1 :])
+
+
+def list_pick(output: Any, path: str) -> tuple[Any, list[Any], int] | None:
+    """(element, its list, its index) when `path` ('orders[2].id') goes through a list element, else None."""
+    matches = list(_STEP_RE.finditer(path))
+    if not matches:
+        return None
+    last = matches[-1]
+    siblings = walk_path(output, path[: last.start()])
+    index = int(last.group(1))
+    if not isinstance(siblings, list) or index >= len(siblings):
+        return None
+    element_path = path[: last.end()]
+    return walk_path(output, element_path), siblings, index
 
 
 def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: QualityConfig) -> TaskFindings:
@@ -367,13 +382,13 @@ def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: Qua
             out["undetermined_picks"] += _undetermined(call, outputs, text)
             if _noop(call, kind):
                 out["noop_writes"].append(call.name)
-            if kind is not ToolKind.READ and _id_values(call.arguments) & terminal:
+            if kind is not ToolKind.READ and id_values(call.arguments) & terminal:
                 out["after_terminal"].append(call.name)
             if _empty_read(call, kind):
                 out["empty_reads"].append(call.name)
             if _echo_only(call):
                 out["echo_only_calls"].append(call.name)
-            terminal |= _terminal_ids(call, kind, statuses)
+            terminal |= terminal_ids(call, kind, statuses)
         outputs.update({call.name: call.output for call in stage.calls})
     uses_dependency = any(call.dependency_args for call in calls)
     return TaskFindings(

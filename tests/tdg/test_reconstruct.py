@@ -111,7 +111,8 @@ def test_env_without_edges_yields_single_stage_traces() -> None:
     skeletons = [sample_skeleton(dag, max_parallel=3, seed=s) for s in range(4)]
     assert all(len(s.stages) == 1 for s in skeletons)
     result = reconstruct_all(env, [dag], skeletons, seed=0)
-    assert result.report.produced == len({s.stages for s in skeletons})
+    assert result.report.produced + result.report.dropped.get("duplicate_trace", 0) == len(skeletons)
+    assert result.report.produced >= len({s.stages for s in skeletons})
     assert all(len(t.stages) == 1 and not t.edges_used for t in result.traces)
     assert all(not c.dependency_args for t in result.traces for c in t.stages[0].calls)
 
