@@ -35,7 +35,17 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from data.models import QuarantineRecord, StageReport, StrictModel, TaskRecord, ToolKind, ToolSchema, TraceCall
+from data.models import (
+    GoldenTrace,
+    QuarantineRecord,
+    StageReport,
+    StrictModel,
+    TaskRecord,
+    TaskText,
+    ToolKind,
+    ToolSchema,
+    TraceCall,
+)
 
 __all__ = [
     "STAGE",
@@ -58,6 +68,7 @@ __all__ = [
     "calls_conflict",
     "walk_path",
     "list_pick",
+    "undetermined_picks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -266,8 +277,24 @@ def _undetermined(call: TraceCall, outputs: Mapping[str, Any], text: str) -> lis
         if picked is None:
             continue
         element, siblings, index = picked
+        suffix = path[list(_STEP_RE.finditer(path))[-1].end() :].lstrip(".")
+        if len({json.dumps(walk_path(sib, suffix) if suffix else sib, sort_keys=True, default=str)
+                for sib in siblings}) == 1:  # fmt: skip
+            continue  # every element gives the same value: no choice to make
         if not _pick_determined(element, siblings, index, call.pick_criteria.get(arg, ""), text):
             found.append(f"{call.name}.{arg}<-{source} (1 of {len(siblings)})")
+    return found
+
+
+def undetermined_picks(trace: GoldenTrace, text: TaskText) -> list[str]:
+    """Every list pick of the trace that the task text (dialogue + query) does not single out."""
+    shown = _norm(" ".join([*(str(t.get("content", "")) for t in text.dialogue_history), text.user_query]))
+    outputs: dict[str, Any] = {}
+    found: list[str] = []
+    for stage in trace.stages:
+        for call in stage.calls:
+            found += _undetermined(call, outputs, shown)
+            outputs[call.name] = call.output
     return found
 
 
@@ -389,7 +416,7 @@ def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: Qua
             if _echo_only(call):
                 out["echo_only_calls"].append(call.name)
             terminal |= terminal_ids(call, kind, statuses)
-        outputs.update({call.name: call.output for call in stage.calls})
+            outputs[call.name] = call.output
     uses_dependency = any(call.dependency_args for call in calls)
     return TaskFindings(
         task_id=record.task_id,

@@ -413,10 +413,13 @@ def _run_call(
             call = TraceCall(name=tool.name, arguments=args, output=output, dependency_args=dependency,
                              context_args=context, pick_criteria=criteria,
                              db_changed=session.db_hash() != before)  # fmt: skip
-            if not (tool.kind is ToolKind.READ and _empty_result(output)):
+            if tool.kind is ToolKind.UPDATE and not call.db_changed:
+                message = "the update changed nothing"
+            elif not (tool.kind is ToolKind.READ and _empty_result(output)):
                 return call, draw > 0
-            fallback = fallback or (call, draw > 0)
-            message = "empty result"
+            else:
+                fallback = fallback or (call, draw > 0)
+                message = "empty result"
         else:
             message = f"args={args!r}: " + (str(output.get("message", "")) if isinstance(output, dict) else repr(output))
         session.set_db(db)
@@ -426,6 +429,8 @@ def _run_call(
         return call.model_copy(update={"output": output}), True
     if message == "after_terminal_state":
         raise SkeletonFailed("after_terminal_state", f"{tool.name} would act on a record an earlier call ended")
+    if message == "the update changed nothing":
+        raise SkeletonFailed(f"noop_write:{tool.name}", f"{len(tried)} argument draws changed nothing")
     raise SkeletonFailed(f"tool_error:{tool.name}", f"{len(tried)} argument draws failed; last {message}")
 
 

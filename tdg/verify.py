@@ -62,6 +62,8 @@ __all__ = [
     "dict_subset",
     "score_attempt",
     "run_teacher",
+    "pass_at_k",
+    "verification_producer",
     "diversity_order",
     "verify_tasks",
 ]
@@ -95,7 +97,8 @@ class AttemptScore(StrictModel):
 
 class TeacherResult(StrictModel):
     status: str = Field(description="not_run | passed | failed | teacher_error")
-    pass_at_k: float | None = None
+    pass_at_k: float | None = Field(default=None, description="Unbiased pass@k (k = cfg.pass_k) over the attempts.")
+    solve_rate: float | None = Field(default=None, description="Solved attempts / attempts.")
     attempts: tuple[AttemptScore, ...] = ()
     error: str | None = None
 
@@ -220,11 +223,15 @@ def _in_text(spelling: str, text: str) -> bool:
 
 
 def check_solvable(trace: GoldenTrace, text: TaskText) -> SolvabilityResult:
-    """Every stated argument value must appear in the query/dialogue or in an output of an earlier stage.
+    """Determined: every stated argument value appears in the query/dialogue or in an output of an earlier stage,
+    and every dependency value picked from a list of >= 2 is singled out by the text (a unique attribute of the
+    element, or a stated first/last rule) — no argument needs a free choice.
 
     Strings and numbers are checked (normalized: case-folded, whitespace collapsed, whole-word); booleans and
     nulls cannot be string-matched and are not checked. Values inside lists and objects are checked leaf by leaf.
     """
+    from tdg.quality import undetermined_picks
+
     corpus = _norm(" ".join([text.user_query, *(turn.get("content", "") for turn in text.dialogue_history)]))
     earlier: set[str] = set()
     missing: list[str] = []
@@ -236,6 +243,7 @@ def check_solvable(trace: GoldenTrace, text: TaskText) -> SolvabilityResult:
                     if spellings and not any(s in earlier or _in_text(s, corpus) for s in spellings):
                         missing.append(f"{index}/{call.name}.{arg}={leaf!r}")
         earlier.update(s for call in stage.calls for leaf in _leaves(call.output) for s in _spellings(leaf))
+    missing += [f"undetermined pick {pick}" for pick in undetermined_picks(trace, text)]
     return SolvabilityResult(ok=not missing, missing=tuple(missing))
 
 
@@ -476,8 +484,25 @@ def run_teacher(
         return TeacherResult(status="teacher_error", attempts=tuple(scores), error=str(exc))
     solved = sum(s.trace_score == 1.0 for s in scores)
     return TeacherResult(
-        status="passed" if solved else "failed", pass_at_k=solved / len(scores), attempts=tuple(scores)
+        status="passed" if solved else "failed",
+        pass_at_k=pass_at_k(len(scores), solved, min(cfg.pass_k, len(scores))),
+        solve_rate=solved / len(scores),
+        attempts=tuple(scores),
     )
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n attempts with c solved (Chen et al. 2021): 1 - C(n-c, k) / C(n, k).
+
+    Example:
+        >>> pass_at_k(8, 0, 4), pass_at_k(8, 8, 1), round(pass_at_k(8, 2, 4), 4)
+        (0.0, 1.0, 0.7857)
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 # ------------------------------------------------------------------------------------------ orchestration
@@ -525,7 +550,15 @@ def _cheap_checks(
     solvable = check_solvable(record.trace, record.text)
     if cfg.require_solvable and not solvable.ok:
         return _drop(record, "unsolvable", "missing " + ", ".join(solvable.missing))
-    return record.model_copy(update={"replay_ok": True, "solvable": solvable.ok})
+    provenance = {**record.provenance, "role:verification": verification_producer(cfg.teacher)}
+    return record.model_copy(update={"replay_ok": True, "solvable": solvable.ok, "provenance": provenance})
+
+
+def verification_producer(cfg: TeacherConfig) -> str:
+    """Who verified: the deterministic replay/solvability checks, plus the teacher model when it ran."""
+    if not cfg.enabled:
+        return "offline (replay + solvability checks; teacher not run)"
+    return f"replay + solvability checks + teacher openai:{cfg.model or 'endpoint default model'} (pass@{cfg.pass_k})"
 
 
 def _apply_teacher(record: TaskRecord, result: TeacherResult) -> TaskRecord | QuarantineRecord:
@@ -534,7 +567,8 @@ def _apply_teacher(record: TaskRecord, result: TeacherResult) -> TaskRecord | Qu
     if result.status == "failed":
         detail = "trace scores " + ", ".join(f"{s.trace_score:.2f}" for s in result.attempts)
         return _drop(record, "teacher_failed", detail)
-    return record.model_copy(update={"teacher_status": result.status, "pass_at_k": result.pass_at_k})
+    return record.model_copy(update={"teacher_status": result.status, "pass_at_k": result.pass_at_k,
+                                     "solve_rate": result.solve_rate})
 
 
 def _select_env(
