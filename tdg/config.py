@@ -27,6 +27,6 @@ class TDGConfig(StrictModel):
         default=12, ge=1, description="Keep sampling distinct skeletons up to this many even after the target is met."
     )
     patience: int = Field(
-        default=4, ge=1, description="Stop after this many consecutive skeletons that add no newly covered tool."
+        default=10, ge=1, description="Stop after this many consecutive skeletons that add no newly covered tool."
     )
     seed: int = Field(default=0, description="Base seed; every random choice derives from it.")

@@ -117,8 +117,13 @@ _ANSWERS = ("Sure: {details}.", "Here you go: {details}.", "{details}.", "Use th
 _VALUE_FORMS = ("{name} {value}", "{name} is {value}", "the {name} {value}", "{value} as the {name}")
 _PICK_FIELD = ("the {entity} whose {key} is {value}", "the {entity} with {key} {value}")
 _PICK_POSITION = ("the {position} {entity} listed", "the {position} {entity} in the list")
-_ARTICLE_VERBS = frozenset("get list search find fetch read show view check create add make register book update set "
-                           "edit modify change delete remove cancel close archive send submit assign".split())
+_ARTICLE_VERBS = frozenset(
+    "get list search find fetch read show view check create add make register book update set edit modify change "
+    "delete remove cancel close archive send submit assign reschedule extend issue generate approve reject suspend "
+    "escalate transfer restock open post publish upload download convert calculate compute translate analyze "
+    "summarize schedule reserve pay refund track start stop run execute record log rate review query lookup "
+    "retrieve verify validate move rename share invite notify apply renew return ship place".split()
+)
 
 # ----------------------------------------------------------------------------------------------- helpers
 
@@ -152,7 +157,7 @@ def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
     verb, rest = words[0], " ".join(words[1:])
     if rest and verb in _ARTICLE_VERBS:
         return f"{verb} the {rest}"
-    return " ".join(words)
+    return " ".join(words) if verb in _ARTICLE_VERBS else f"use the {' '.join(words)} service"
 
 
 def _values_clause(values: Mapping[str, Any], rng: random.Random | None = None) -> str:
@@ -231,7 +236,7 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     goals = list(dict.fromkeys(_goal(c.name, definitions) for c in targets))
     goal = ", then ".join(goals) if len(goals) <= 3 else ", ".join(goals[:-1]) + " and finally " + goals[-1]
     details = [_values_clause(v, rng) for _, c in calls if (v := stated_arguments(c))]
-    picks = _pick_statements(calls, rng)
+    picks = list(dict.fromkeys(_pick_statements(calls, rng)))
     want = rng.choice(_WANTS).format(goal=goal or "finish my request")
     opener, closer = rng.choice(_OPENERS), rng.choice(_CLOSERS)
     detail_text = "; ".join(details)
@@ -242,7 +247,8 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
                     {"role": "assistant", "content": rng.choice(_ASKS)}]  # fmt: skip
         query = " ".join(p for p in (rng.choice(_ANSWERS).format(details=detail_text), pick_text, closer) if p)
     else:
-        detail_sentence = _sentence(f"use {detail_text}.") if details else ""
+        lead = rng.choice(("Details: {}.", "Here is what you need: {}.", "For reference: {}."))
+        detail_sentence = lead.format(detail_text) if details else ""
         query = " ".join(p for p in (opener, want, detail_sentence, pick_text, closer) if p)
     return {"user_query": _sentence(query), "dialogue_history": dialogue,
             "reasoning_chain": _reasoning(calls, edges, definitions)}  # fmt: skip
