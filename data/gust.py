@@ -65,17 +65,28 @@ GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
     ("num_calls", Value("int64"), "Number of tool calls in the golden trace."),
     ("coverage", Value("float64"), "Distinct tools used by the trace / tools in the environment."),
     ("replay_ok", Value("bool"), "Golden trace re-executed on a fresh environment with identical outputs and DB."),
-    ("solvable", Value("bool"), "Determined: every argument is stated in the text or derived through the trace "
-     "without a free choice (list picks are singled out by a stated attribute or rule)."),
+    (
+        "solvable",
+        Value("bool"),
+        "Determined: every argument is stated in the text or derived through the trace "
+        "without a free choice (list picks are singled out by a stated attribute or rule).",
+    ),
     ("teacher_status", Value("string"), "One of not_run, passed, failed, teacher_error."),
-    ("pass_at_k", Value("float64"), "Unbiased pass@k (Chen et al. 2021) over the teacher's n attempts; null when "
-     "not run."),
+    (
+        "pass_at_k",
+        Value("float64"),
+        "Unbiased pass@k (Chen et al. 2021) over the teacher's n attempts; null when not run.",
+    ),
     ("solve_rate", Value("float64"), "Solved teacher attempts / attempts (c / n); null when not run."),
     ("trace_id", Value("string"), "Id of the golden trace."),
     ("initial_db_hash", Value("string"), "Content hash of the environment DB before the trace."),
     ("final_db_hash", Value("string"), "Content hash of the environment DB after the trace."),
-    ("provenance", Value("string"), "JSON map of input content hashes (toolset, schemas, tools source) and, under "
-     "`role:<part>`, the backend and model that produced each part (`offline` = deterministic templates)."),
+    (
+        "provenance",
+        Value("string"),
+        "JSON map of input content hashes (toolset, schemas, tools source) and, under "
+        "`role:<part>`, the backend and model that produced each part (`offline` = deterministic templates).",
+    ),
     ("seed", Value("int64"), "Seed the task was sampled with."),
 )
 
@@ -346,9 +357,11 @@ def _provenance_lines(records: Sequence[TaskRecord]) -> list[str]:
             templated |= producer.startswith("offline")
             lines.append(f"| {role} | {producer} | {n} |")
     if templated:
-        lines.append("\n**Deterministic templates, not a language model, wrote the parts marked `offline`** (the "
-                     "offline twins of the LLM roles): expect template phrasing and template data, and treat them as "
-                     "a pipeline demonstration rather than as model-written data.")
+        lines.append(
+            "\n**Deterministic templates, not a language model, wrote the parts marked `offline`** (the "
+            "offline twins of the LLM roles): expect template phrasing and template data, and treat them as "
+            "a pipeline demonstration rather than as model-written data."
+        )
     return lines
 
 

@@ -66,7 +66,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STAGE_ORDER: tuple[str, ...] = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "quality", "export", "convert")
+STAGE_ORDER: tuple[str, ...] = (
+    "envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "quality", "export", "convert"
+)  # fmt: skip
 
 Item = dict[str, Any]
 

@@ -105,7 +105,9 @@ class QualityConfig(StrictModel):
     """Thresholds of the quality stage (`--set quality.KEY=VALUE`)."""
 
     enabled: bool = Field(default=True, description="Run the quality stage (False: measure nothing, drop nothing).")
-    drop: tuple[str, ...] = Field(default=DROP_REASONS, description=f"Findings that drop a task; any of {DROP_REASONS}.")
+    drop: tuple[str, ...] = Field(
+        default=DROP_REASONS, description=f"Findings that drop a task; any of {DROP_REASONS}."
+    )
     leak_min_words: int = Field(default=4, ge=2, description="Shortest description sentence counted as a quote.")
     max_echo_only_share: float = Field(
         default=0.5, ge=0, le=1, description="Drop a task (echo_only) when more than this share of its calls echo."
@@ -114,7 +116,8 @@ class QualityConfig(StrictModel):
         default=0.95, gt=0, le=1, description="Cosine at or above which two queries are near-duplicates."
     )
     embedder: Literal["auto", "minilm", "tfidf"] = Field(
-        default="auto", description="Query embedder: minilm (the `embed` extra), tfidf fallback, auto = minilm if installed."
+        default="auto",
+        description="Query embedder: minilm (the `embed` extra), tfidf fallback, auto = minilm if installed.",
     )
     terminal_statuses: tuple[str, ...] = Field(
         default=("cancelled", "canceled", "deleted", "removed", "closed", "archived", "terminated", "revoked",
@@ -340,8 +343,12 @@ def _empty_read(call: TraceCall, kind: ToolKind) -> bool:
         return True
     payload = {k: v for k, v in call.output.items() if k not in _STRUCTURAL_KEYS}
     lists = [v for v in payload.values() if isinstance(v, list)]
-    return bool(lists) and all(not v for v in lists) and not any(
-        isinstance(v, Mapping) or (not isinstance(v, list) and v not in (None, "")) for v in payload.values()
+    return (
+        bool(lists)
+        and all(not v for v in lists)
+        and not any(
+            isinstance(v, Mapping) or (not isinstance(v, list) and v not in (None, "")) for v in payload.values()
+        )
     )
 
 
@@ -567,7 +574,9 @@ def build_report(
     by_env: dict[str, list[TaskFindings]] = defaultdict(list)
     for f in kept:
         by_env[f.env_id].append(f)
-    per_env = {env: summarize(by_env.get(env, []), {env: tools_per_env[env]}, duplicates) for env in sorted(tools_per_env)}
+    per_env = {
+        env: summarize(by_env.get(env, []), {env: tools_per_env[env]}, duplicates) for env in sorted(tools_per_env)
+    }
     for env, metrics in per_env.items():
         if mutation_scores and env in mutation_scores:
             metrics["mutation_score"] = mutation_scores[env]

@@ -198,8 +198,16 @@ def _distinguishing_key(element: Any, siblings: Sequence[Any]) -> str | None:
     """A non-id field whose value singles `element` out among `siblings` (name-like fields first)."""
     if not isinstance(element, Mapping):
         return None
-    keys = [k for k, v in element.items() if isinstance(v, str | int | float) and not isinstance(v, bool)
-            and not _id_param(str(k)) and str(k) not in _STRUCTURAL and len(str(v)) <= 60 and str(v).strip()]
+    keys = [
+        k
+        for k, v in element.items()
+        if isinstance(v, str | int | float)
+        and not isinstance(v, bool)
+        and not _id_param(str(k))
+        and str(k) not in _STRUCTURAL
+        and len(str(v)) <= 60
+        and str(v).strip()
+    ]
     keys.sort(key=lambda k: (next((i for i, n in enumerate(_NAME_KEYS) if n in str(k).lower()), len(_NAME_KEYS)),
                              not isinstance(element[k], str), str(k)))  # fmt: skip
     for key in keys:
@@ -328,8 +336,15 @@ def _instantiate(
             if not required and param not in chosen:
                 continue
             record = _target_record(db, args, tool)
-            value = new_value(param, schema, record.get(param, _MISSING) if record else _MISSING, db, rng,
-                              avoid=_TERMINAL_STATUSES, default=lambda p=param, sc=schema: _default(p, sc, rng))
+            value = new_value(
+                param,
+                schema,
+                record.get(param, _MISSING) if record else _MISSING,
+                db,
+                rng,
+                avoid=_TERMINAL_STATUSES,
+                default=lambda p=param, sc=schema: _default(p, sc, rng),
+            )
             if value is None or not _valid(schema, value):
                 raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new valid value for {param}")
             args[param] = value
@@ -421,7 +436,9 @@ def _run_call(
                 fallback = fallback or (call, draw > 0)
                 message = "empty result"
         else:
-            message = f"args={args!r}: " + (str(output.get("message", "")) if isinstance(output, dict) else repr(output))
+            message = f"args={args!r}: " + (
+                str(output.get("message", "")) if isinstance(output, dict) else repr(output)
+            )
         session.set_db(db)
     if fallback is not None:
         call, _ = fallback

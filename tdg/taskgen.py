@@ -162,7 +162,9 @@ def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
 
 def _values_clause(values: Mapping[str, Any], rng: random.Random | None = None) -> str:
     form = rng.choice(_VALUE_FORMS) if rng is not None else _VALUE_FORMS[0]
-    return ", ".join(form.format(name=_humanize(name), value=format_value(value)) for name, value in sorted(values.items()))
+    return ", ".join(
+        form.format(name=_humanize(name), value=format_value(value)) for name, value in sorted(values.items())
+    )
 
 
 def _trace_calls(trace: Mapping[str, Any]) -> list[tuple[int, TraceCall]]:

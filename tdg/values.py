@@ -24,8 +24,13 @@ _STREETS = ("Maple Avenue", "Harbor Road", "Elm Street", "Cedar Lane", "Station 
 _TOPICS = ("solar panels", "trail running", "sourdough baking", "jazz history", "climate policy", "budget travel",
            "machine learning", "home gardening", "electric cars", "chess openings")  # fmt: skip
 _WORDS = ("alpine", "harbor", "meadow", "summit", "orchard", "canyon", "lagoon", "prairie", "cobalt", "amber")
-_NOTES = ("Please handle this before Friday.", "Customer asked for a quick follow-up.",
-          "Leave the package at the front desk.", "Prefers contact by email.", "Needed for the quarterly review.")  # fmt: skip
+_NOTES = (
+    "Please handle this before Friday.",
+    "Customer asked for a quick follow-up.",
+    "Leave the package at the front desk.",
+    "Prefers contact by email.",
+    "Needed for the quarterly review.",
+)
 _EXAMPLE = re.compile(r"\be\.g\.,?\s*[\"'`]?([^\"'`,;)]+?)[\"'`]?(?:[,;)]|\.\s|\.?$)", re.IGNORECASE)
 
 
@@ -136,6 +141,7 @@ def new_value(
     Candidates: the schema's enum, other records' values of the same field, then generated ones; statuses in
     `avoid` (terminal ones) are skipped. None when nothing different fits.
     """
+
     def fits(value: Any) -> bool:
         return value != current and not (isinstance(value, str) and value.casefold() in avoid)
 

@@ -567,8 +567,9 @@ def _apply_teacher(record: TaskRecord, result: TeacherResult) -> TaskRecord | Qu
     if result.status == "failed":
         detail = "trace scores " + ", ".join(f"{s.trace_score:.2f}" for s in result.attempts)
         return _drop(record, "teacher_failed", detail)
-    return record.model_copy(update={"teacher_status": result.status, "pass_at_k": result.pass_at_k,
-                                     "solve_rate": result.solve_rate})
+    return record.model_copy(
+        update={"teacher_status": result.status, "pass_at_k": result.pass_at_k, "solve_rate": result.solve_rate}
+    )
 
 
 def _select_env(

@@ -20,8 +20,14 @@ CFG = QualityConfig(embedder="tfidf")
 
 
 def _schema(name: str, kind: ToolKind, description: str = "") -> ToolSchema:
-    return ToolSchema(name=name, raw_name=name, description=description or f"Tool {name}.",
-                      parameters={"type": "object", "properties": {}}, response={"type": "object"}, kind=kind)
+    return ToolSchema(
+        name=name,
+        raw_name=name,
+        description=description or f"Tool {name}.",
+        parameters={"type": "object", "properties": {}},
+        response={"type": "object"},
+        kind=kind,
+    )
 
 
 SCHEMAS = {s.name: s for s in (
@@ -45,8 +51,14 @@ def call(name: str, args: dict, output: dict | None = None, **extra) -> TraceCal
 
 def task(*stages: tuple[TraceCall, ...], query: str = "Please help.", history: tuple = (), env: str = "shop",
          task_id: str = "t1") -> TaskRecord:  # fmt: skip
-    trace = GoldenTrace(trace_id=task_id, env_id=env, graph_index=0, initial_db_hash="h", final_db_hash="h",
-                        stages=tuple(TraceStage(calls=s, db_hash_before="h", db_hash_after="h") for s in stages))
+    trace = GoldenTrace(
+        trace_id=task_id,
+        env_id=env,
+        graph_index=0,
+        initial_db_hash="h",
+        final_db_hash="h",
+        stages=tuple(TraceStage(calls=s, db_hash_before="h", db_hash_after="h") for s in stages),
+    )
     return TaskRecord(task_id=task_id, env_id=env, text=TaskText(user_query=query, dialogue_history=history),
                       trace=trace, tools=tuple(SCHEMAS), graph_complexity=1, seed=0)  # fmt: skip
 
@@ -85,7 +97,8 @@ class TestPicks:
     def test_verify_reuses_the_check(self):
         record = _pick("Order 3 of something.")
         assert undetermined_picks(record.trace, record.text) and not undetermined_picks(
-            record.trace, TaskText(user_query='The "Rake" please.'))
+            record.trace, TaskText(user_query='The "Rake" please.')
+        )
 
 
 class TestWrites:
@@ -96,10 +109,19 @@ class TestWrites:
         assert findings(task((change,))).noop_writes == ()
 
     def test_an_update_copying_the_current_value_is_flagged_without_a_record(self):
-        copied = call("update_order", {"order_id": "O1", "quantity": 2}, ORDER,
-                      dependency_args={"order_id": "get_order.order.order_id", "quantity": "get_order.order.quantity"})
-        stated = call("update_order", {"order_id": "O1", "quantity": 7}, ORDER,
-                      dependency_args={"order_id": "get_order.order.order_id"}, context_args=("quantity",))
+        copied = call(
+            "update_order",
+            {"order_id": "O1", "quantity": 2},
+            ORDER,
+            dependency_args={"order_id": "get_order.order.order_id", "quantity": "get_order.order.quantity"},
+        )
+        stated = call(
+            "update_order",
+            {"order_id": "O1", "quantity": 7},
+            ORDER,
+            dependency_args={"order_id": "get_order.order.order_id"},
+            context_args=("quantity",),
+        )
         assert findings(task((call("get_order", {"order_id": "O1"}, ORDER),), (copied,))).noop_writes
         assert not findings(task((call("get_order", {"order_id": "O1"}, ORDER),), (stated,))).noop_writes
 
@@ -149,8 +171,16 @@ class TestTextAndValues:
         assert findings(task((call("list_products", {}, PRODUCTS),))).empty_reads == ()
 
     def test_echo_only_calls(self):
-        echo = call("log_note", {"text": "hi"}, {"status": "success", "message": "done", "event_id": "E1",
-                                                 "result": {"tool": "log_note", "arguments": {"text": "hi"}}})
+        echo = call(
+            "log_note",
+            {"text": "hi"},
+            {
+                "status": "success",
+                "message": "done",
+                "event_id": "E1",
+                "result": {"tool": "log_note", "arguments": {"text": "hi"}},
+            },
+        )
         computed = call("log_note", {"text": "hi"}, {"status": "success", "message": "done", "words": 1})
         assert findings(task((echo,))).echo_only_calls == ("log_note",)
         assert findings(task((computed,))).echo_only_calls == ()

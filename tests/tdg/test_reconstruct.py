@@ -220,9 +220,9 @@ class TestSoundTraces:
         assert picks >= 1
 
     def test_no_stage_conflicts_and_nothing_acts_after_a_delete(self, sound) -> None:
+        from data.models import TaskText
         from tdg.quality import QualityConfig, analyze_task
         from tdg.taskgen import make_task_record
-        from data.models import TaskText
 
         env, traces = sound
         schemas = {s.name: s for s in env.schemas}
