@@ -391,6 +391,7 @@ _QUALITY_ROWS = (
     ("conflicting_stage_task_share", "tasks with a conflicting parallel stage"),
     ("empty_read_task_share", "tasks with an empty read"),
     ("echo_only_call_share", "echo-only calls"),
+    ("template_value_task_share", "tasks with a templated DB filler value"),
     ("near_duplicate_task_share", "near-duplicate queries"),
     ("tool_coverage", "tool coverage (tools used / tools offered)"),
 )

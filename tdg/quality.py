@@ -153,6 +153,7 @@ class TaskFindings(StrictModel):
     conflicting_stages: tuple[int, ...] = ()
     empty_reads: tuple[str, ...] = ()
     echo_only_calls: tuple[str, ...] = ()
+    template_values: tuple[str, ...] = ()
     tools_used: tuple[str, ...] = ()
 
 
@@ -223,6 +224,17 @@ def _name_leak(call: TraceCall, text: str) -> bool:
     if not re.search(r"[_\-.]|[a-z][A-Z]", name):
         return False
     return re.search(r"(?<![\w])" + re.escape(name.casefold()) + r"(?![\w])", text) is not None
+
+
+def _template_values(call: TraceCall) -> list[str]:
+    """String arguments shaped like a generated DB filler, '<word> <the parameter's own name> <n>' ("maple command
+    2" for `command`): a value from a templated mock DB, not one a user would have."""
+    found = []
+    for key, value in call.arguments.items():
+        words = " ".join(re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", key).replace("_", " ").lower().split())
+        if isinstance(value, str) and words and re.fullmatch(rf"\w+ {re.escape(words)} \d+", value.lower()):
+            found.append(f"{call.name}.{key}={value!r}")
+    return found
 
 
 def _placeholders(call: TraceCall, patterns: Sequence[re.Pattern[str]]) -> list[str]:
@@ -418,10 +430,12 @@ def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: Qua
                 out["noop_writes"].append(call.name)
             if kind is not ToolKind.READ and id_values(call.arguments) & terminal:
                 out["after_terminal"].append(call.name)
-            if _empty_read(call, kind):
+            if _empty_read(call, kind):  # an empty read computed nothing, but it is counted once, as empty
                 out["empty_reads"].append(call.name)
-            if _echo_only(call):
+            elif _echo_only(call):
                 out["echo_only_calls"].append(call.name)
+            if _template_values(call):
+                out["template_values"] += _template_values(call)
             terminal |= terminal_ids(call, kind, statuses)
             outputs[call.name] = call.output
     uses_dependency = any(call.dependency_args for call in calls)
@@ -523,6 +537,7 @@ def summarize(findings: Sequence[TaskFindings], tools_per_env: Mapping[str, int]
         "empty_read_call_share": _share(sum(len(f.empty_reads) for f in findings), calls),
         "echo_only_call_share": _share(sum(len(f.echo_only_calls) for f in findings), calls),
         "echo_only_task_share": _share(sum(bool(f.echo_only_calls) for f in findings), n),
+        "template_value_task_share": _share(sum(bool(f.template_values) for f in findings), n),
         "near_duplicate_task_share": _share(sum(f.task_id in duplicates for f in findings), n),
         "tool_coverage": round(sum(len(used[e]) for e in envs) / total_tools, 4) if total_tools else 0.0,
         "tool_coverage_per_env": _describe(coverage_per_env),

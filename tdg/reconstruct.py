@@ -331,6 +331,7 @@ def _instantiate(
     fields = [p for p, _ in specs if changing and not _id_param(p)]
     optional_fields = [p for p, (_, required) in specs if p in fields and not required]
     chosen = set(rng.sample(optional_fields, k=min(len(optional_fields), 1 + int(rng.random() < 0.3))))
+    anchor = _anchor_record(tool, db, rng) if tool.kind is ToolKind.READ else None
     for param, (schema, required) in specs:
         if param in fields:
             if not required and param not in chosen:
@@ -358,6 +359,10 @@ def _instantiate(
             continue
         if not required:
             continue
+        if anchor is not None and _valid(schema, anchor.get(param, _MISSING)):
+            args[param] = anchor[param]  # a read's filters all taken from one stored record: it finds something
+            context.append(param)
+            continue
         value = _from_context(tool, param, schema, db, rng)
         if value is _MISSING:
             raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no valid value for {param}")
@@ -367,6 +372,14 @@ def _instantiate(
     if errors:
         raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
     return args, dependency, tuple(context), criteria
+
+
+def _anchor_record(tool: ToolSchema, db: Mapping[str, Any], rng: random.Random) -> Mapping[str, Any] | None:
+    """A random stored record of the collection a read tool searches (None when it has none)."""
+    records = db.get(tool.entity) if tool.entity else None
+    rows = list(records.values()) if isinstance(records, Mapping) else records if isinstance(records, list) else []
+    rows = [r for r in rows if isinstance(r, Mapping)]
+    return rng.choice(rows) if rows else None
 
 
 def _target_record(db: Mapping[str, Any], args: Mapping[str, Any], tool: ToolSchema) -> Mapping[str, Any] | None:

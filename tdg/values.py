@@ -116,7 +116,8 @@ def realistic_value(param: str, schema: Mapping[str, Any], rng: random.Random) -
                "email": "{}.{}@example.com".format(*(p.lower() for p in _person(rng)))}  # fmt: skip
     if str(schema.get("format")) in formats:
         return formats[str(schema["format"])]
-    return _by_name(param, rng) or f"{rng.choice(_WORDS)} {rng.choice(_WORDS)}"
+    first, second = rng.sample(_WORDS, 2)
+    return _by_name(param, rng) or f"{first} {second}"
 
 
 def field_values(db: Any, field: str) -> Iterator[Any]:

@@ -151,6 +151,11 @@ class TestTextAndValues:
         assert findings(task((call("log_note", {"month": "sample month"}),))).placeholder_values
         assert findings(task((call("log_note", {"month": "2025-03"}),))).placeholder_values == ()
 
+    def test_templated_db_fillers_are_measured(self):
+        filler = findings(task((call("log_note", {"command": "maple command 2", "city": "Oslo city"}),)))
+        assert filler.template_values == ("log_note.command='maple command 2'",)
+        assert "placeholder_value" not in failure_reasons(filler, CFG)  # measured, not dropped by default
+
     def test_description_sentence_and_tool_name_leaks(self):
         listing = (call("list_products", {}, PRODUCTS),)
         quoted = task(listing, query="Please list products in the catalogue, optionally filtered by category.")
