@@ -394,7 +394,7 @@ def run_tasks(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult
     return _result("tasks", produced, produced_ids, quarantine, inputs, started)
 
 
-@_stage("verify", "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify",))
+@_stage("verify", "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify", "quality"))
 def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Replay (LangGraph), solvability and teacher Pass@k — or `not_run` when no teacher endpoint is set."""
     from gustforge.sandbox import SandboxPool
@@ -404,7 +404,7 @@ def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     records = [TaskRecord.model_validate(r) for item in items for r in item["records"]]
     envs = {item["env_id"]: _load_env(item) for item in items}
     with SandboxPool(size=1, limits=_sandbox_limits(cfg)) as pool:
-        outcome = verify_tasks(records, envs, cfg.verify, pool=pool)
+        outcome = verify_tasks(records, envs, cfg.verify, pool=pool, quality=cfg.quality)
     by_env: dict[str, list[Item]] = {}
     for record in outcome.kept:
         by_env.setdefault(record.env_id, []).append(record.model_dump(mode="json"))

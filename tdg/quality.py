@@ -110,7 +110,11 @@ class QualityConfig(StrictModel):
     )
     leak_min_words: int = Field(default=4, ge=2, description="Shortest description sentence counted as a quote.")
     max_echo_only_share: float = Field(
-        default=0.5, ge=0, le=1, description="Drop a task (echo_only) when more than this share of its calls echo."
+        default=0.99,
+        ge=0,
+        le=1,
+        description="Drop a task (echo_only) when more than this share of its calls only echo their arguments "
+        "(default: when every call does; lower it as environments compute more).",
     )
     near_duplicate_threshold: float = Field(
         default=0.95, gt=0, le=1, description="Cosine at or above which two queries are near-duplicates."

@@ -107,10 +107,15 @@ TASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_OPENERS = ("", "Hi!", "Hello,", "Hey there.", "Good morning.", "Quick one:", "Hi, hoping you can help.")
-_WANTS = ("I'd like to {goal}.", "Could you {goal}?", "Please {goal}.", "I need to {goal}.",
-          "Can you help me {goal}?", "I want to {goal}.")  # fmt: skip
-_CLOSERS = ("", "Thanks!", "Thank you.", "Let me know when it's done.", "Appreciate it.")
+_OPENERS = ("", "", "Hi!", "Hello,", "Hey there.", "Good morning.", "Quick one:", "Hi, hoping you can help.",
+            "Hello again.", "Morning!", "I have a request.", "Got a minute?", "Hi team,")  # fmt: skip
+_WANTS = (
+    "I'd like to {goal}.", "Could you {goal}?", "Please {goal}.", "I need to {goal}.", "Can you help me {goal}?",
+    "I want to {goal}.", "Would you {goal} for me?", "My plan is to {goal}.", "Today I have to {goal}.",
+    "I'm hoping you can {goal}.", "The job: {goal}.", "Help me {goal}, please.",
+)  # fmt: skip
+_CLOSERS = ("", "", "Thanks!", "Thank you.", "Let me know when it's done.", "Appreciate it.", "Cheers.",
+            "Tell me once everything is through.", "Thanks in advance.", "That's all for now.")  # fmt: skip
 _ASKS = ("Sure, I can do that. What details should I use?", "Happy to help. Which details do you have for me?",
          "Of course. Could you give me the specifics?", "Glad to. What should I go with?")  # fmt: skip
 _ANSWERS = ("Sure: {details}.", "Here you go: {details}.", "{details}.", "Use these: {details}.")
@@ -236,8 +241,11 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     writes = [c for _, c in calls if str(definitions.get(c.name, {}).get("kind", "read")) != "read"]
     targets = writes or [c for s, c in calls if s == last_stage]
     goals = list(dict.fromkeys(_goal(c.name, definitions) for c in targets))
-    goal = ", then ".join(goals) if len(goals) <= 3 else ", ".join(goals[:-1]) + " and finally " + goals[-1]
+    joiners = ((", then ", " and finally "), (" and then ", ", and lastly "), ("; after that ", "; finally "))
+    joiner, last = rng.choice(joiners)
+    goal = joiner.join(goals) if len(goals) <= 2 else ", ".join(goals[:-1]) + last + goals[-1]
     details = [_values_clause(v, rng) for _, c in calls if (v := stated_arguments(c))]
+    rng.shuffle(details)
     picks = list(dict.fromkeys(_pick_statements(calls, rng)))
     want = rng.choice(_WANTS).format(goal=goal or "finish my request")
     opener, closer = rng.choice(_OPENERS), rng.choice(_CLOSERS)

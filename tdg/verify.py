@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
 
@@ -44,6 +44,7 @@ from data.models import GoldenTrace, QuarantineRecord, StageReport, StrictModel,
 from gustforge.errors import LLMError, SandboxError, ToolError
 from gustforge.hashing import canonical_json
 from gustforge.llm import is_transient
+from tdg.quality import QualityConfig, analyze_task, failure_reasons
 from tdg.taskgen import stated_arguments
 from tdg.verify_config import TeacherConfig, VerifyConfig
 
@@ -65,6 +66,7 @@ __all__ = [
     "pass_at_k",
     "verification_producer",
     "diversity_order",
+    "quality_tier",
     "verify_tasks",
 ]
 
@@ -512,22 +514,37 @@ def _toolset(record: TaskRecord) -> frozenset[str]:
     return frozenset(call.name for stage in record.trace.stages for call in stage.calls)
 
 
-def diversity_order(records: Sequence[TaskRecord]) -> list[TaskRecord]:
+def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], int] | None = None) -> list[TaskRecord]:
     """Order one environment's tasks so a prefix is diverse: unseen tool sets first, then most new tools.
 
-    Ties break on task_id, so the order is deterministic.
+    With `tier`, lower tiers come first (e.g. tasks that pass the quality checks before those that will be
+    dropped), diverse within each tier. Ties break on task_id, so the order is deterministic.
     """
-    remaining = sorted(records, key=lambda r: r.task_id)
     seen: set[frozenset[str]] = set()
     covered: set[str] = set()
     order: list[TaskRecord] = []
-    while remaining:
-        best = max(remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), -remaining.index(r)))
-        remaining.remove(best)
-        order.append(best)
-        seen.add(_toolset(best))
-        covered |= _toolset(best)
+    tiers: dict[int, list[TaskRecord]] = defaultdict(list)
+    for record in records:
+        tiers[tier(record) if tier else 0].append(record)
+    for level in sorted(tiers):
+        remaining = sorted(tiers[level], key=lambda r: r.task_id)
+        while remaining:
+            best = max(
+                remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), -remaining.index(r))
+            )
+            remaining.remove(best)
+            order.append(best)
+            seen.add(_toolset(best))
+            covered |= _toolset(best)
     return order
+
+
+def quality_tier(record: TaskRecord, schemas: Mapping[str, Any], cfg: QualityConfig) -> int:
+    """0: passes the quality checks and chains calls; 1: passes but is single-stage; 2: will be dropped."""
+    findings = analyze_task(record, schemas, cfg)
+    if failure_reasons(findings, cfg):
+        return 2
+    return 1 if findings.single_stage else 0
 
 
 def _drop(record: TaskRecord, reason: str, detail: str = "") -> QuarantineRecord:
@@ -579,9 +596,14 @@ def _select_env(
     *,
     threads: ThreadPoolExecutor,
     pool: SandboxPool | None,
+    quality: QualityConfig,
 ) -> tuple[list[TaskRecord], list[QuarantineRecord]]:
-    """Walk the diversity order in waves, running the teacher only on as many tasks as the cap still needs."""
-    queue = diversity_order(candidates)
+    """Walk the diversity order in waves, running the teacher only on as many tasks as the cap still needs.
+
+    Tasks the quality stage will keep (and multi-stage ones) come first, so the cap fills with them.
+    """
+    schemas = {s.name: s for s in env.schemas}
+    queue = diversity_order(candidates, lambda r: quality_tier(r, schemas, quality))
     kept: list[TaskRecord] = []
     dropped: list[QuarantineRecord] = []
     while queue and len(kept) < cfg.max_tasks_per_env:
@@ -605,6 +627,7 @@ def verify_tasks(
     cfg: VerifyConfig | None = None,
     *,
     pool: SandboxPool | None = None,
+    quality: QualityConfig | None = None,
 ) -> VerifyOutcome:
     """Verify task records: replay, solvability, teacher Pass@k (or not run), per-environment cap.
 
@@ -613,6 +636,7 @@ def verify_tasks(
         envs: env_id -> loaded `Environment`.
         cfg: Verification config; default `VerifyConfig()` (teacher not run, cap 10).
         pool: Warm sandbox workers shared by every session; default a new worker per session.
+        quality: Quality checks that rank each environment's tasks before the cap (default `QualityConfig()`).
 
     Returns:
         Kept records with `replay_ok`, `solvable`, `teacher_status`, `pass_at_k` set, the quarantined ones
@@ -636,7 +660,8 @@ def verify_tasks(
     kept: list[TaskRecord] = []
     with ThreadPoolExecutor(max_workers=cfg.teacher.max_concurrency, thread_name_prefix="teacher") as threads:
         for env_id in sorted(by_env):
-            env_kept, env_dropped = _select_env(by_env[env_id], envs[env_id], cfg, threads=threads, pool=pool)
+            env_kept, env_dropped = _select_env(by_env[env_id], envs[env_id], cfg, threads=threads, pool=pool,
+                                                quality=quality or QualityConfig())  # fmt: skip
             kept += env_kept
             dropped += env_dropped
     counts = Counter(q.reason for q in dropped)

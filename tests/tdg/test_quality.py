@@ -191,7 +191,9 @@ class TestTextAndValues:
         assert findings(task((computed,))).echo_only_calls == ()
         assert failure_reasons(findings(task((echo,))), CFG) == ["echo_only"]
         half = task((echo, computed))
-        assert "echo_only" not in failure_reasons(findings(half), CFG)  # 1 of 2 calls is not over 0.5
+        assert "echo_only" not in failure_reasons(findings(half), CFG)  # by default only all-echo tasks drop
+        strict = QualityConfig(embedder="tfidf", max_echo_only_share=0.4)
+        assert failure_reasons(analyze_task(half, SCHEMAS, strict), strict) == ["echo_only"]
 
     def test_single_stage_means_no_dependency_used(self):
         one = task((call("get_order", {"order_id": "O1"}, ORDER),))

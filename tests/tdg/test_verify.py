@@ -272,8 +272,9 @@ class TestSelection:
             )
         order = [r.trace.trace_id for r in diversity_order(records)]
         assert "parallel" in order[:2] and order[2].startswith("credit")  # the repeated tool set goes last
+        # the quality ranking puts the single-stage "parallel" task (no dependency used) after the chained ones
         outcome = verify_tasks([*records, records[0]], {"bank": env}, VerifyConfig(max_tasks_per_env=2))
-        assert {r.trace.trace_id for r in outcome.kept} == set(order[:2])
+        assert {r.trace.trace_id for r in outcome.kept} == {"credit", "credit2"}
         assert sorted(q.reason for q in outcome.dropped) == ["duplicate", "env_cap"]
         assert outcome.report.inputs == 4 and outcome.report.balanced
 
@@ -307,3 +308,18 @@ def test_pass_at_k_is_the_unbiased_estimator():
     assert pass_at_k(8, 0, 8) == 0.0 and pass_at_k(8, 1, 1) == pytest.approx(1 / 8)
     with pytest.raises(ValueError):
         pass_at_k(3, 4, 1)
+
+
+def test_the_cap_fills_with_tasks_the_quality_stage_keeps(env, records):
+    from tdg.quality import QualityConfig
+    from tdg.verify import diversity_order, quality_tier
+
+    schemas = {s.name: s for s in env.schemas}
+    leaked = records[0].model_copy(update={"task_id": "zz-leaky", "text": records[0].text.model_copy(
+        update={"user_query": records[0].text.user_query + " Use find_user first."})})  # fmt: skip
+    assert quality_tier(leaked, schemas, QualityConfig()) == 2
+    assert quality_tier(records[0], schemas, QualityConfig()) < 2
+    ordered = diversity_order([leaked, *records], lambda r: quality_tier(r, schemas, QualityConfig()))
+    assert ordered[-1].task_id == "zz-leaky"
+    capped = verify_tasks([leaked, records[0]], {"bank": env}, VerifyConfig(max_tasks_per_env=1))
+    assert [r.task_id for r in capped.kept] == [records[0].task_id]
