@@ -314,7 +314,7 @@ def _from_context(
 
 def _instantiate(
     tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any], order: Sequence[str],
-    db: Mapping[str, Any], rng: random.Random, *, explore: bool = False,
+    db: Mapping[str, Any], rng: random.Random, *, explore: bool = False, prefer_anchor: bool = False,
 ) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...], dict[str, str]]:  # fmt: skip
     """Arguments of one call: (args, dependency sources, context arguments, pick criteria).
 
@@ -349,6 +349,10 @@ def _instantiate(
             if value is None or not _valid(schema, value):
                 raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new valid value for {param}")
             args[param] = value
+            context.append(param)
+            continue
+        if prefer_anchor and anchor is not None and _valid(schema, anchor.get(param, _MISSING)):
+            args[param] = anchor[param]  # a read that came back empty: search by a stored record instead
             context.append(param)
             continue
         found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore)
@@ -426,7 +430,8 @@ def _run_call(
     message = ""
     fallback: tuple[TraceCall, bool] | None = None
     for draw in range(4 * tries):  # duplicate draws do not count as tries
-        args, dependency, context, criteria = _instantiate(tool, dag, outputs, order, db, rng, explore=draw > 0)
+        args, dependency, context, criteria = _instantiate(tool, dag, outputs, order, db, rng, explore=draw > 0,
+                                                           prefer_anchor=message == "empty result")  # fmt: skip
         key = canonical_json(args)
         if key in tried:
             continue
