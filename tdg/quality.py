@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from data.models import (
     GoldenTrace,
@@ -50,6 +50,7 @@ from data.models import (
 __all__ = [
     "STAGE",
     "DROP_REASONS",
+    "OPTIONAL_DROP_REASONS",
     "QualityConfig",
     "TaskFindings",
     "QualityReport",
@@ -85,6 +86,8 @@ DROP_REASONS = (
     "echo_only",
 )
 
+OPTIONAL_DROP_REASONS = ("single_stage",)  # measured always, dropped only when listed in `QualityConfig.drop`
+
 _STRUCTURAL_KEYS = frozenset({"status", "message", "event_id", "tool", "count", "success", "ok"})
 
 _DEFAULT_TARGETS = {
@@ -106,8 +109,16 @@ class QualityConfig(StrictModel):
 
     enabled: bool = Field(default=True, description="Run the quality stage (False: measure nothing, drop nothing).")
     drop: tuple[str, ...] = Field(
-        default=DROP_REASONS, description=f"Findings that drop a task; any of {DROP_REASONS}."
+        default=DROP_REASONS, description=f"Findings that drop a task; any of {DROP_REASONS + OPTIONAL_DROP_REASONS}."
     )
+
+    @field_validator("drop")
+    @classmethod
+    def _known_reasons(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = sorted(set(value) - set(DROP_REASONS + OPTIONAL_DROP_REASONS))
+        if unknown:
+            raise ValueError(f"unknown drop reason(s) {unknown}; known: {DROP_REASONS + OPTIONAL_DROP_REASONS}")
+        return value
     leak_min_words: int = Field(default=4, ge=2, description="Shortest description sentence counted as a quote.")
     max_echo_only_share: float = Field(
         default=0.99,
@@ -464,8 +475,9 @@ def failure_reasons(findings: TaskFindings, cfg: QualityConfig) -> list[str]:
         "leaked_steps": bool(findings.description_leaks or findings.tool_name_leaks),
         "placeholder_value": bool(findings.placeholder_values),
         "echo_only": findings.calls > 0 and len(findings.echo_only_calls) / findings.calls > cfg.max_echo_only_share,
+        "single_stage": findings.single_stage,
     }
-    return [reason for reason in DROP_REASONS if found[reason] and reason in cfg.drop]
+    return [reason for reason in DROP_REASONS + OPTIONAL_DROP_REASONS if found[reason] and reason in cfg.drop]
 
 
 # --------------------------------------------------------------------------------------------- dataset

@@ -201,6 +201,9 @@ class TestTextAndValues:
         chained = _pick('The "Rake".', {"product_id": "field=name"})
         assert findings(one).single_stage and findings(unrelated).single_stage
         assert not findings(chained).single_stage
+        assert failure_reasons(findings(one), CFG) == []  # measured, dropped only on request
+        strict = QualityConfig(embedder="tfidf", drop=("single_stage",))
+        assert failure_reasons(analyze_task(one, SCHEMAS, strict), strict) == ["single_stage"]
 
 
 class TestDataset:
