@@ -151,9 +151,13 @@ def _pick(rng: random.Random, options: list[tuple[str, Any]]) -> tuple[str, Any]
 
 def _dependency_options(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, pred: str, output: Any,
-    live: set[str],
+    live: set[str], stored: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[tuple[str, Any]]:  # fmt: skip
-    """Values predecessor `pred`'s output offers for `param`: by edge evidence, else by name/ID matching."""
+    """Values predecessor `pred`'s output offers for `param`: by edge evidence, else by name/ID matching.
+
+    `stored` holds the values a read tool's own collection keeps under `param`; offers among them come first, so
+    a read fed by a dependency finds something.
+    """
     by_evidence = [
         (path, value)
         for ev in parse_evidence(str(dag.edges[pred, tool.name].get("evidence") or ""))
@@ -167,29 +171,30 @@ def _dependency_options(
     for options in (by_evidence, by_name):
         fitting = [(p, v) for p, v in options if _valid(schema, v) and (not _id_param(param) or repr(v) in live)]
         if fitting:
-            return fitting
+            return [(p, v) for p, v in fitting if repr(v) in stored] or fitting
     return []
 
 
 def _from_dependencies(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, outputs: Mapping[str, Any],
     order: Sequence[str], live: set[str], rng: random.Random, *, explore: bool,
+    stored: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[str, Any, str | None] | None:  # fmt: skip
     """(source 'tool.path', value, pick criterion) for `param` from an executed predecessor along a TDG edge.
 
-    The most recently executed predecessor that offers a value wins; when `explore` (a retry after a tool
-    error) any offering predecessor may be chosen.
+    The most recently executed predecessor that offers a value wins (one offering a value the read tool's
+    collection stores, when there is one); when `explore` (a retry after a tool error) any offering predecessor
+    may be chosen.
     """
     offers = []
     for pred in (t for t in reversed(order) if dag.has_edge(t, tool.name)):
-        options = _dependency_options(tool, param, schema, dag, pred, outputs[pred], live)
+        options = _dependency_options(tool, param, schema, dag, pred, outputs[pred], live, stored)
         if options:
             offers.append((pred, options))
-            if not explore:
-                break
     if not offers:
         return None
-    pred, options = rng.choice(offers) if explore else offers[0]
+    finding = [o for o in offers if any(repr(v) in stored for _, v in o[1])]
+    pred, options = rng.choice(offers) if explore else (finding or offers)[0]
     path, value, criterion = _determined_pick(outputs[pred], options, rng)
     return f"{pred}.{path}", value, criterion
 
@@ -355,7 +360,9 @@ def _instantiate(
             args[param] = anchor[param]  # a read that came back empty: search by a stored record instead
             context.append(param)
             continue
-        found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore)
+        stored = _stored_values(db, tool.entity, param) if tool.kind is ToolKind.READ else set()
+        found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore,
+                                   stored=stored)  # fmt: skip
         if found is not None:
             dependency[param], args[param], criterion = found
             if criterion:
@@ -376,6 +383,13 @@ def _instantiate(
     if errors:
         raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
     return args, dependency, tuple(context), criteria
+
+
+def _stored_values(db: Mapping[str, Any], collection: str | None, field: str) -> set[str]:
+    """repr() of every value the records of `collection` keep under `field`."""
+    records = db.get(collection) if collection else None
+    rows = records.values() if isinstance(records, Mapping) else records if isinstance(records, list) else []
+    return {repr(r[field]) for r in rows if isinstance(r, Mapping) and field in r}
 
 
 def _anchor_record(tool: ToolSchema, db: Mapping[str, Any], rng: random.Random) -> Mapping[str, Any] | None:
