@@ -70,6 +70,8 @@ __all__ = [
     "walk_path",
     "list_pick",
     "undetermined_picks",
+    "is_placeholder",
+    "PLACEHOLDER_PATTERNS",
 ]
 
 logger = logging.getLogger(__name__)
@@ -87,6 +89,10 @@ DROP_REASONS = (
 )
 
 OPTIONAL_DROP_REASONS = ("single_stage",)  # measured always, dropped only when listed in `QualityConfig.drop`
+PLACEHOLDER_PATTERNS = (
+    r"^sample\b", r"^example( \w+)?$", r"^(string|text|test|foo|bar|baz|lorem\b.*|placeholder|value|todo|tbd|n/?a|"
+    r"none|null|xxx+|abc|dummy\b.*)$", r"^<[^>]*>$", r"^\{[^}]*\}$",
+)  # fmt: skip
 
 _STRUCTURAL_KEYS = frozenset({"status", "message", "event_id", "tool", "count", "success", "ok"})
 
@@ -119,6 +125,7 @@ class QualityConfig(StrictModel):
         if unknown:
             raise ValueError(f"unknown drop reason(s) {unknown}; known: {DROP_REASONS + OPTIONAL_DROP_REASONS}")
         return value
+
     leak_min_words: int = Field(default=4, ge=2, description="Shortest description sentence counted as a quote.")
     max_echo_only_share: float = Field(
         default=0.99,
@@ -140,8 +147,7 @@ class QualityConfig(StrictModel):
         description="Record statuses after which no write may act on the record.",
     )  # fmt: skip
     placeholder_patterns: tuple[str, ...] = Field(
-        default=(r"^sample\b", r"^example( \w+)?$", r"^(string|text|test|foo|bar|baz|lorem\b.*|placeholder|value|"
-                 r"todo|tbd|n/?a|none|null|xxx+|abc|dummy\b.*)$", r"^<[^>]*>$", r"^\{[^}]*\}$"),
+        default=PLACEHOLDER_PATTERNS,
         description="Case-insensitive regexes; a string argument matching one is a schema placeholder.",
     )  # fmt: skip
     targets: dict[str, str] = Field(
@@ -252,10 +258,18 @@ def _template_values(call: TraceCall) -> list[str]:
     return found
 
 
-def _placeholders(call: TraceCall, patterns: Sequence[re.Pattern[str]]) -> list[str]:
+def is_placeholder(value: Any, patterns: Sequence[re.Pattern[str]]) -> bool:
+    """A string matching one of the placeholder patterns ("sample month", "Sample comment 3: ...")."""
+    return isinstance(value, str) and any(p.search(value.strip()) for p in patterns)
+
+
+def _placeholders(call: TraceCall, patterns: Sequence[re.Pattern[str]], schema: ToolSchema | None) -> list[str]:
+    """Placeholder strings among the arguments; a value the schema's enum allows is a real choice, not one."""
+    properties = (schema.parameters.get("properties") or {}) if schema is not None else {}
     found = []
     for key, value in _scalars(call.arguments):
-        if isinstance(value, str) and any(p.search(value.strip()) for p in patterns):
+        allowed = (properties.get(key) or {}).get("enum") or ()
+        if is_placeholder(value, patterns) and value not in allowed:
             found.append(f"{call.name}.{key}={value!r}")
     return found
 
@@ -435,7 +449,7 @@ def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: Qua
             out["conflicting_stages"].append(index)
         for call in stage.calls:  # a stage's calls run in order, so a terminal write counts from the next call on
             kind = _kind(call, schemas)
-            out["placeholder_values"] += _placeholders(call, patterns)
+            out["placeholder_values"] += _placeholders(call, patterns, schemas.get(call.name))
             if _description_leak(call, schemas, text, cfg.leak_min_words):
                 out["description_leaks"].append(call.name)
             if _name_leak(call, text):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -49,7 +50,15 @@ from tdg.fields import (
     singular,
 )
 from tdg.infer import tool_entity
-from tdg.quality import QualityConfig, calls_conflict, id_values, list_pick, terminal_ids
+from tdg.quality import (
+    PLACEHOLDER_PATTERNS,
+    QualityConfig,
+    calls_conflict,
+    id_values,
+    is_placeholder,
+    list_pick,
+    terminal_ids,
+)
 from tdg.values import new_value, realistic_value, search_term
 
 __all__ = [
@@ -69,6 +78,7 @@ STAGE = "reconstruct"
 _MISSING = object()
 _STRUCTURAL = frozenset({"status", "message"})
 _TERMINAL_STATUSES = frozenset(QualityConfig().terminal_statuses)
+_PLACEHOLDERS = tuple(re.compile(p, re.IGNORECASE) for p in PLACEHOLDER_PATTERNS)
 _NAME_KEYS = ("name", "title", "label", "full_name", "username", "display_name", "email", "subject", "code")
 
 
@@ -306,7 +316,11 @@ def _from_context(
         return _fresh_id(existing, rng)
     scored = [(match_score(param, ref, dst_entity=entity), ref.path, v) for ref, v in leaves]
     best = max((s for s, _, _ in scored), default=0.0)
-    options = [(p, v) for s, p, v in scored if best > 0 and s == best and _valid(schema, v)]
+    options = [
+        (p, v)
+        for s, p, v in scored
+        if best > 0 and s == best and _valid(schema, v) and not is_placeholder(v, _PLACEHOLDERS)
+    ]  # a DB filler like "Sample comment 3" is not reused
     if options:
         return _pick(rng, options)[1]
     if tool.kind is ToolKind.READ and not _id_param(param):

@@ -144,7 +144,8 @@ def new_value(
     """
 
     def fits(value: Any) -> bool:
-        return value != current and not (isinstance(value, str) and value.casefold() in avoid)
+        text = value.casefold() if isinstance(value, str) else ""
+        return value != current and text not in avoid and not text.startswith(("sample ", "example "))
 
     if schema.get("enum"):
         options = [v for v in schema["enum"] if fits(v)]

@@ -245,3 +245,12 @@ class TestDataset:
         keep_all = QualityConfig(embedder="tfidf", drop=())
         assert failure_reasons(findings(bad), keep_all) == []
         assert len(assess([bad], {"shop": SCHEMAS}, keep_all).kept) == 1
+
+
+def test_an_enum_value_is_never_a_placeholder():
+    schema = ToolSchema(name="set_state", raw_name="set_state", description="Set.", kind=ToolKind.UPDATE,
+                        parameters={"type": "object", "properties": {"status": {"enum": ["todo", "done"]}}},
+                        response={"type": "object"})  # fmt: skip
+    record = task((call("set_state", {"status": "todo"}),))
+    assert analyze_task(record, {**SCHEMAS, "set_state": schema}, CFG).placeholder_values == ()
+    assert analyze_task(record, SCHEMAS, CFG).placeholder_values  # without the enum "todo" is a placeholder
