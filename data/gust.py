@@ -92,7 +92,8 @@ GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
 
 _FILTER_TEXT = {
     "replay": "Golden trace replayed stage by stage on a fresh environment (LangGraph); outputs and DB hashes match.",
-    "solvability": "Every stated argument value appears in the task text or in an earlier tool output.",
+    "solvability": "Determined: every stated argument value appears in the task text or an earlier tool output, and "
+    "every value picked from a list is singled out by a stated attribute or rule.",
     "teacher_pass_at_k": "A teacher agent (LangGraph, OpenAI-compatible endpoint) solved the task in >= 1 of k tries.",
     "env_cap": "At most N tasks per environment, preferring distinct tool sets.",
     "quality": "Tasks with a hard quality failure (undetermined pick, no-op write, write after a terminal state, "
