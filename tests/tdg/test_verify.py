@@ -60,6 +60,13 @@ def _teacher(server: FakeOpenAIServer, **kw) -> TeacherConfig:
     return TeacherConfig(base_url=server.base_url, backoff_base_s=0.0, **{"k": 3, "model": "fake-model", **kw})
 
 
+def _agent_turn(request: dict) -> int:
+    """How many times the agent already answered after the task's last user message."""
+    messages = request["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    return sum(m["role"] == "assistant" for m in messages[last_user + 1 :])
+
+
 def _responder_by_task(scripts: dict[str, list[dict]]):
     """Pick the script by a word of the last user message, the turn by the assistant messages so far."""
 
@@ -218,7 +225,7 @@ class TestTeacher:
         ]
 
         def respond(request: dict) -> dict:
-            return script[sum(m["role"] == "assistant" for m in request["messages"]) - 1]
+            return script[_agent_turn(request)]
 
         with FakeOpenAIServer(respond) as server:
             result = run_teacher(records[0], env, _teacher(server, k=1))
@@ -236,7 +243,7 @@ class TestTeacher:
             if not failed:
                 failed.append(1)
                 raise FakeHTTPError(429, "slow down")
-            turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1
+            turn = _agent_turn(request)
             return GOOD_CREDIT[turn]
 
         with FakeOpenAIServer(respond) as server:
