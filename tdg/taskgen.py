@@ -118,6 +118,7 @@ _CLOSERS = ("", "", "Thanks!", "Thank you.", "Let me know when it's done.", "App
             "Tell me once everything is through.", "Thanks in advance.", "That's all for now.")  # fmt: skip
 _ASKS = ("Sure, I can do that. What details should I use?", "Happy to help. Which details do you have for me?",
          "Of course. Could you give me the specifics?", "Glad to. What should I go with?")  # fmt: skip
+_MAX_GOALS = 4
 _ANSWERS = ("Sure: {details}.", "Here you go: {details}.", "{details}.", "Use these: {details}.")
 _VALUE_FORMS = ("{name} {value}", "{name} is {value}", "the {name} {value}", "{value} as the {name}")
 _PICK_FIELD = ("the {entity} whose {key} is {value}", "the {entity} with {key} {value}")
@@ -189,6 +190,7 @@ def _pick_statements(calls: Sequence[tuple[int, TraceCall]], rng: random.Random)
 
     outputs: dict[str, Any] = {}
     statements: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
     for _, call in calls:
         for arg, criterion in sorted(call.pick_criteria.items()):
             tool, _, path = call.dependency_args.get(arg, "").partition(".")
@@ -199,6 +201,10 @@ def _pick_statements(calls: Sequence[tuple[int, TraceCall]], rng: random.Random)
             last = list(re.finditer(r"\[\d+\]", path))[-1]
             entity = singular_noun(re.split(r"[.\]]", path[: last.start()])[-1] or arg)
             kind, _, spec = criterion.partition("=")
+            key = (entity, criterion, canonical_json(element.get(spec)) if isinstance(element, Mapping) else "")
+            if key in seen:
+                continue
+            seen.add(key)
             if kind == "field" and isinstance(element, Mapping) and spec in element:
                 statements.append(rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec),
                                                                  value=format_value(element[spec])))  # fmt: skip
@@ -241,6 +247,8 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     writes = [c for _, c in calls if str(definitions.get(c.name, {}).get("kind", "read")) != "read"]
     targets = writes or [c for s, c in calls if s == last_stage]
     goals = list(dict.fromkeys(_goal(c.name, definitions) for c in targets))
+    if len(goals) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
+        goals = [goals[0], *goals[-(_MAX_GOALS - 1) :]]
     joiners = ((", then ", " and finally "), (" and then ", ", and lastly "), ("; after that ", "; finally "))
     joiner, last = rng.choice(joiners)
     goal = joiner.join(goals) if len(goals) <= 2 else ", ".join(goals[:-1]) + last + goals[-1]

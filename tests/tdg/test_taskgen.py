@@ -150,3 +150,26 @@ class TestTaskRecord:
 def test_output_schema_accepts_the_offline_writer():
     role = make_task_writer_role()
     assert role.output_schema is TASK_OUTPUT_SCHEMA
+
+
+def test_the_goal_is_not_the_step_list_and_picks_are_stated_once():
+    from tdg.taskgen import offline_task
+
+    names = [f"send_{w}" for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")]
+    products = {"status": "success", "message": "ok",
+                "products": [{"product_id": "P1", "name": "Hose"}, {"product_id": "P2", "name": "Rake"}]}  # fmt: skip
+    pick = {"arguments": {"product_id": "P2"}, "output": {"status": "success", "message": "ok"},
+            "dependency_args": {"product_id": "list_products.products[1].product_id"},
+            "pick_criteria": {"product_id": "field=name"}}  # fmt: skip
+    stages = [{"calls": [{"name": "list_products", "arguments": {}, "output": products}]},
+              {"calls": [{"name": "get_product", **pick}, {"name": "check_product", **pick}]},
+              *({"calls": [{"name": n, "arguments": {}, "output": {"status": "success", "message": "ok"}}]}
+                for n in names)]  # fmt: skip
+    definitions = [{"name": n, "kind": "action"} for n in names] + [
+        {"name": n, "kind": "read"} for n in ("list_products", "get_product", "check_product")]
+    inputs = {"golden_trace_json": {"trace_id": "t", "stages": stages}, "tool_definitions_json": definitions,
+              "dependency_edges_json": [], "stated_values_json": [], "pick_criteria_json": [], "seed": 1}  # fmt: skip
+    query = offline_task(inputs)["user_query"]
+    assert sum(f"send the {w}" in query for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")) == 4
+    assert "send the alpha" in query and "send the foxtrot" in query
+    assert query.count('"Rake"') == 1
