@@ -40,6 +40,9 @@ __all__ = [
     "shard_names",
     "render_card",
     "render_stats_figure",
+    "render_quality_section",
+    "update_quality",
+    "ROLE_NAMES",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,22 +65,43 @@ GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
     ("num_calls", Value("int64"), "Number of tool calls in the golden trace."),
     ("coverage", Value("float64"), "Distinct tools used by the trace / tools in the environment."),
     ("replay_ok", Value("bool"), "Golden trace re-executed on a fresh environment with identical outputs and DB."),
-    ("solvable", Value("bool"), "Every stated argument value appears in the text or an earlier output."),
+    (
+        "solvable",
+        Value("bool"),
+        "Determined: every argument is stated in the text or derived through the trace "
+        "without a free choice (list picks are singled out by a stated attribute or rule).",
+    ),
     ("teacher_status", Value("string"), "One of not_run, passed, failed, teacher_error."),
-    ("pass_at_k", Value("float64"), "Fraction of teacher attempts with trace score 1; null when not run."),
+    (
+        "pass_at_k",
+        Value("float64"),
+        "Unbiased pass@k (Chen et al. 2021) over the teacher's n attempts; null when not run.",
+    ),
+    ("solve_rate", Value("float64"), "Solved teacher attempts / attempts (c / n); null when not run."),
     ("trace_id", Value("string"), "Id of the golden trace."),
     ("initial_db_hash", Value("string"), "Content hash of the environment DB before the trace."),
     ("final_db_hash", Value("string"), "Content hash of the environment DB after the trace."),
-    ("provenance", Value("string"), "JSON map of input content hashes (toolset, schemas, tools source)."),
+    (
+        "provenance",
+        Value("string"),
+        "JSON map of input content hashes (toolset, schemas, tools source) and, under "
+        "`role:<part>`, the backend and model that produced each part (`offline` = deterministic templates).",
+    ),
     ("seed", Value("int64"), "Seed the task was sampled with."),
 )
 
 _FILTER_TEXT = {
     "replay": "Golden trace replayed stage by stage on a fresh environment (LangGraph); outputs and DB hashes match.",
-    "solvability": "Every stated argument value appears in the task text or in an earlier tool output.",
+    "solvability": "Determined: every stated argument value appears in the task text or an earlier tool output, and "
+    "every value picked from a list is singled out by a stated attribute or rule.",
     "teacher_pass_at_k": "A teacher agent (LangGraph, OpenAI-compatible endpoint) solved the task in >= 1 of k tries.",
     "env_cap": "At most N tasks per environment, preferring distinct tool sets.",
+    "quality": "Tasks with a hard quality failure (undetermined pick, no-op write, write after a terminal state, "
+    "conflicting parallel stage, leaked steps, placeholder value, echo-only calls) were dropped; see Quality.",
 }
+
+ROLE_NAMES = ("schemas", "db", "code", "graphs", "tasks", "verification")
+_QUALITY_START, _QUALITY_END = "<!-- quality:start -->", "<!-- quality:end -->"
 
 _SIZE_CATEGORIES = ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"))
 
@@ -112,6 +136,7 @@ def record_to_row(record: TaskRecord) -> dict[str, Any]:
         "solvable": record.solvable,
         "teacher_status": record.teacher_status,
         "pass_at_k": record.pass_at_k,
+        "solve_rate": record.solve_rate,
         "trace_id": trace.trace_id,
         "initial_db_hash": trace.initial_db_hash,
         "final_db_hash": trace.final_db_hash,
@@ -138,6 +163,7 @@ def row_to_record(row: Mapping[str, Any]) -> TaskRecord:
         solvable=row["solvable"],
         teacher_status=row["teacher_status"],
         pass_at_k=row["pass_at_k"],
+        solve_rate=row.get("solve_rate"),
         seed=int(row["seed"]),
         provenance=json.loads(row["provenance"]),
     )
@@ -164,6 +190,7 @@ def write_gust(
     max_rows_per_shard: int = 10_000,
     license_id: str = "apache-2.0",
     pretty_name: str = "GUST (GUST Forge synthetic long-horizon tool-use tasks)",
+    quality_report: Path | Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the GUST dataset folder: `data/train-*.parquet`, `README.md` (card) and `stats.png`.
 
@@ -175,6 +202,7 @@ def write_gust(
         max_rows_per_shard: Rows per parquet shard.
         license_id: SPDX-style license id for the card header.
         pretty_name: Dataset title for the card.
+        quality_report: `reports/quality.json` (path or loaded) for the card's quality table and figure panel.
 
     Returns:
         `out_dir`.
@@ -195,11 +223,10 @@ def write_gust(
     chunks = [rows[i : i + max_rows_per_shard] for i in range(0, len(rows), max_rows_per_shard)] or [[]]
     for name, chunk in zip(shard_names(len(chunks)), chunks, strict=True):
         atomic_write_bytes(out_dir / name, _parquet_bytes(chunk))
-    atomic_write_text(
-        out_dir / "README.md",
-        render_card(ordered, seed=seed, filters_run=filters_run, license_id=license_id, pretty_name=pretty_name),
-    )
-    atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered))
+    quality = _load_quality(quality_report)
+    card = render_card(ordered, seed=seed, filters_run=filters_run, license_id=license_id, pretty_name=pretty_name)
+    atomic_write_text(out_dir / "README.md", _with_quality(card, quality))
+    atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered, quality))
     logger.info("wrote %d GUST rows in %d shard(s) to %s", len(rows), len(chunks), out_dir)
     return out_dir
 
@@ -252,6 +279,7 @@ def _stats_lines(records: Sequence[TaskRecord]) -> list[str]:
     tasks_per_env = Counter(r.env_id for r in records)
     status = Counter(r.teacher_status for r in records)
     passes = [r.pass_at_k for r in records if r.pass_at_k is not None]
+    rates = [r.solve_rate for r in records if r.solve_rate is not None]
     return [
         "| statistic | value |",
         "| --- | --- |",
@@ -265,7 +293,8 @@ def _stats_lines(records: Sequence[TaskRecord]) -> list[str]:
         f"| replay ok | {sum(r.replay_ok is True for r in records)} / {len(records)} |",
         f"| solvable | {sum(r.solvable is True for r in records)} / {len(records)} |",
         f"| teacher status | {', '.join(f'{k}: {v}' for k, v in sorted(status.items())) or '–'} |",
-        f"| pass@k | {_summary(passes) if passes else 'not run'} |",
+        f"| pass@k (unbiased) | {_summary(passes) if passes else 'not run'} |",
+        f"| solve rate | {_summary(rates) if rates else 'not run'} |",
     ]
 
 
@@ -308,6 +337,8 @@ def render_card(
         "reconstruction) into a golden trace.\n4. A task writer turned each trace into a user query, dialogue "
         "history and reasoning chain.\n5. Tasks were verified with the filters below.\n",
         f"Build seed: `{seed}`.\n",
+        "## Who wrote the data\n",
+        "\n".join(_provenance_lines(records)) + "\n",
         "## Filters\n",
         "\n".join(_filter_lines(filters_run, records)) + "\n",
         "## Columns\n",
@@ -315,6 +346,96 @@ def render_card(
         "Nested values are JSON text: decode `golden_trace`, `dialogue_history` and `provenance` with `json.loads`.\n",
     ]
     return "\n".join(parts)
+
+
+def _provenance_lines(records: Sequence[TaskRecord]) -> list[str]:
+    """Which backend (and model) produced each part, from the rows' `role:<part>` provenance."""
+    lines = ["| part | produced by | tasks |", "| --- | --- | --- |"]
+    templated = False
+    for role in ROLE_NAMES:
+        counts = Counter(r.provenance.get(f"role:{role}", "not recorded") for r in records)
+        for producer, n in sorted(counts.items()):
+            templated |= producer.startswith("offline")
+            lines.append(f"| {role} | {producer} | {n} |")
+    if templated:
+        lines.append(
+            "\n**Deterministic templates, not a language model, wrote the parts marked `offline`** (the "
+            "offline twins of the LLM roles): expect template phrasing and template data, and treat them as "
+            "a pipeline demonstration rather than as model-written data."
+        )
+    return lines
+
+
+def _load_quality(report: Path | Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if report is None or isinstance(report, Mapping):
+        return report
+    path = Path(report)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if not value.is_integer() else f"{value:g}"
+    return str(value)
+
+
+_QUALITY_ROWS = (
+    ("tasks", "tasks"),
+    ("median_tasks_per_env", "median tasks per environment"),
+    ("single_stage_share", "single-stage tasks (no dependency used)"),
+    ("placeholder_task_share", "tasks with a placeholder argument"),
+    ("description_leak_call_share", "calls whose tool-description sentence is quoted"),
+    ("tool_name_leak_call_share", "calls whose tool name is quoted"),
+    ("undetermined_pick_task_share", "tasks with an undetermined pick"),
+    ("noop_write_task_share", "tasks with a no-op write"),
+    ("after_terminal_task_share", "tasks writing after a terminal state"),
+    ("conflicting_stage_task_share", "tasks with a conflicting parallel stage"),
+    ("empty_read_task_share", "tasks with an empty read"),
+    ("echo_only_call_share", "echo-only calls"),
+    ("template_value_task_share", "tasks with a templated DB filler value"),
+    ("near_duplicate_task_share", "near-duplicate queries"),
+    ("tool_coverage", "tool coverage (tools used / tools offered)"),
+)
+
+
+def render_quality_section(report: Mapping[str, Any] | None) -> str:
+    """The card's quality table (dataset metrics, targets, drops), between markers so it can be replaced."""
+    if not report:
+        body = "Quality was **not measured** for this export (run `gust quality OUT`)."
+        return f"{_QUALITY_START}\n## Quality\n\n{body}\n{_QUALITY_END}\n"
+    dataset = report.get("dataset", {})
+    targets = {row["metric"]: row for row in report.get("targets", [])}
+    lines = ["| metric | value | target |", "| --- | --- | --- |"]
+    for key, label in _QUALITY_ROWS:
+        target = targets.get(key)
+        mark = "" if target is None else f"{target['target']} {'✓' if target['met'] else '✗ missed'}"
+        lines.append(f"| {label} | {_fmt(dataset.get(key, '–'))} | {mark} |")
+    dropped = report.get("dropped") or {}
+    drops = ", ".join(f"`{k}` {v}" for k, v in sorted(dropped.items())) or "none"
+    body = "\n".join(lines) + (
+        f"\n\nNear-duplicates measured with: {report.get('embedder', '?')}. Tasks dropped by the quality stage: "
+        f"{drops}. Per-environment figures: `reports/quality.json` of the build."
+    )
+    return f"{_QUALITY_START}\n## Quality\n\n{body}\n{_QUALITY_END}\n"
+
+
+def _with_quality(card: str, report: Mapping[str, Any] | None) -> str:
+    """Replace the card's quality section, or insert it before the column table (else at the end)."""
+    section = render_quality_section(report)
+    start, end = card.find(_QUALITY_START), card.find(_QUALITY_END)
+    if start != -1 and end != -1:
+        return card[:start] + section + card[end + len(_QUALITY_END) :].lstrip("\n")
+    anchor = card.find("## Columns")
+    return card[:anchor] + section + "\n" + card[anchor:] if anchor != -1 else card + "\n" + section
+
+
+def update_quality(folder: Path, records: Sequence[TaskRecord], report: Mapping[str, Any]) -> None:
+    """Rewrite a GUST folder's card quality section and statistics figure from a quality report."""
+    folder = Path(folder)
+    card = folder / "README.md"
+    if card.is_file():
+        atomic_write_text(card, _with_quality(card.read_text(encoding="utf-8"), report))
+    atomic_write_bytes(folder / "stats.png", render_stats_figure(records, report))
 
 
 def _feature_text(feature: Value | List) -> str:
@@ -345,11 +466,33 @@ def _bars(ax: Any, values: Sequence[float], title: str, xlabel: str, *, width: f
     ax.set_ylabel("count")
 
 
-def render_stats_figure(records: Sequence[TaskRecord]) -> bytes:
-    """A 2x2 PNG like ToolVerse Figure 4: Pass@k, graph complexity, tools per env, stages per task."""
-    fig = Figure(figsize=(10, 8), dpi=100)
+def _quality_panel(ax: Any, report: Mapping[str, Any] | None) -> None:
+    """(e) Share of tasks/calls with each defect, against its target where one is set."""
+    ax.set_title("(e) Quality (share; | = target)")
+    if not report:
+        ax.text(0.5, 0.5, "quality not measured", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    dataset = report.get("dataset", {})
+    targets = {row["metric"]: row["target"] for row in report.get("targets", [])}
+    keys = [(k, label) for k, label in _QUALITY_ROWS if k.endswith("_share")]
+    values = [float(dataset.get(k, 0.0)) for k, _ in keys]
+    ax.barh(range(len(keys)), values, color="#C44E52", edgecolor="white")
+    for i, (key, _) in enumerate(keys):
+        if key in targets:
+            ax.plot([float(targets[key][2:])] * 2, [i - 0.4, i + 0.4], color="black", linewidth=1.5)
+    ax.set_yticks(range(len(keys)))
+    ax.set_yticklabels([label.split(" (")[0] for _, label in keys], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(0.2, *values) * 1.1 if values else 1)
+
+
+def render_stats_figure(records: Sequence[TaskRecord], quality: Mapping[str, Any] | None = None) -> bytes:
+    """A 2x3 PNG like ToolVerse Figure 4 (Pass@k, graph complexity, tools per env, stages per task) plus the
+    quality panel and tasks per environment."""
+    fig = Figure(figsize=(15, 8), dpi=100)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 2)
+    axes = fig.subplots(2, 3)
     passes = [r.pass_at_k for r in records if r.pass_at_k is not None]
     if passes:
         _bars(axes[0][0], passes, "(a) Teacher Pass@k", "pass@k", width=0.05)
@@ -360,6 +503,8 @@ def render_stats_figure(records: Sequence[TaskRecord]) -> bytes:
     _bars(axes[0][1], [r.graph_complexity for r in records], "(b) Graph complexity", "calls + edges")
     _bars(axes[1][0], list(_env_tool_counts(records).values()), "(c) Tools per environment", "tools")
     _bars(axes[1][1], [len(r.trace.stages) for r in records], "(d) Stages per task", "stages")
+    _quality_panel(axes[0][2], quality)
+    _bars(axes[1][2], list(Counter(r.env_id for r in records).values()), "(f) Tasks per environment", "tasks")
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})

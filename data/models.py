@@ -227,6 +227,12 @@ class TraceCall(StrictModel):
         default_factory=dict, description="argument -> 'tool.output_path' it was copied from (implicit in the task)"
     )
     context_args: tuple[str, ...] = Field(default=(), description="arguments drawn from the DB (stated in the task)")
+    pick_criteria: dict[str, str] = Field(
+        default_factory=dict,
+        description="dependency argument picked from a list of >= 2 -> the rule that singles it out, stated in the "
+        "task: 'field=<key>' (the element's unique value of <key>) or 'position=first|last'",
+    )
+    db_changed: bool | None = Field(default=None, description="Whether the call changed the DB (None: not recorded).")
 
 
 class TraceStage(StrictModel):
@@ -252,6 +258,7 @@ class GoldenTrace(StrictModel):
     edges_used: tuple[tuple[str, str], ...] = ()
     initial_db_hash: str
     final_db_hash: str
+    graph_source: str = Field(default="", description="Inferer that produced the graph (e.g. 'deterministic').")
 
 
 class TaskText(StrictModel):
@@ -272,8 +279,11 @@ class TaskRecord(StrictModel):
     replay_ok: bool | None = None
     solvable: bool | None = None
     teacher_status: str = Field(default="not_run", description="not_run | passed | failed | teacher_error")
-    pass_at_k: float | None = None
+    pass_at_k: float | None = Field(default=None, description="Unbiased pass@k over the teacher's n attempts.")
+    solve_rate: float | None = Field(default=None, description="Solved teacher attempts / attempts (c / n).")
     seed: int
     provenance: dict[str, str] = Field(
-        default_factory=dict, description="Content hashes of the inputs (toolset, schemas, tools source, db)."
+        default_factory=dict,
+        description="Content hashes of the inputs (toolset, schemas, tools source, db) and, under 'role:<name>', "
+        "which backend and model produced each part (schemas, db, code, graphs, tasks, verification).",
     )

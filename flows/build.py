@@ -20,7 +20,7 @@ __all__ = ["build_flow", "stage_flow", "run_build", "run_stage"]
 def _run_stage(stage: str, items: Sequence[dict[str, Any]], cfg: BuildConfig, out: str) -> pipeline.ShardResult:
     """Fan a stage out over shards on the flow's task runner, then merge, report and check the budget."""
     spec = pipeline.STAGES.get(stage)
-    if stage == "export":
+    if stage in ("quality", "export"):  # dataset-wide: near-duplicates, per-env medians
         shards: list[list[dict[str, Any]]] = [list(items)]
     else:
         shards = pipeline.shard_items(items, shard_size=cfg.runner.shard_size, max_shards=cfg.runner.max_shards)

@@ -26,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-STAGE_NAMES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
+STAGE_NAMES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "quality", "export", "convert")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML build config.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeat).")]
@@ -219,6 +219,9 @@ def export(
     console.print(json.dumps(result.model_dump(mode="json"), indent=2))
 
 
+from flows.cli_quality import quality  # noqa: E402
+
+app.command(help="Measure an OUT folder's tasks: reports/quality.json, card table, figure panel.")(quality)
 _mount("flows.cli_env", "env", "Run or serve (MCP) a built environment.")
 _mount("flows.cli_toucan", "toucan", "Toucan SFT/RL preparation, evaluation and the tool-space K-sweep.")
 eval_app = typer.Typer(help="Evaluate a served model (alias of the evaluators' own commands).", no_args_is_help=True)

@@ -20,6 +20,7 @@ from envgen.config import EnvGenConfig
 from gustforge.errors import ConfigError
 from gustforge.llm import LLMSettings
 from tdg.config import TDGConfig
+from tdg.quality import QualityConfig
 from tdg.verify_config import TeacherConfig, VerifyConfig
 
 __all__ = ["RunnerConfig", "BudgetConfig", "BuildConfig", "load_config", "parse_override"]
@@ -77,6 +78,7 @@ class BuildConfig(StrictModel):
     verify: VerifyConfig = Field(
         default_factory=VerifyConfig, description="Replay, solvability, teacher Pass@k (no endpoint = not run)."
     )
+    quality: QualityConfig = Field(default_factory=QualityConfig, description="Quality checks, drops and targets.")
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     budgets: BudgetConfig = Field(default_factory=BudgetConfig)
     min_rows: int = Field(default=1, ge=0, description="A build with fewer GUST rows exits non-zero (0 = allow).")

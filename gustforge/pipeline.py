@@ -11,6 +11,7 @@ Items per stage (what flows between shards):
     reconstruct in: sample items                  out: env item + {traces: [GoldenTrace dumps]}
     tasks       in: reconstruct items             out: env item + {records: [TaskRecord dumps]}
     verify      in: tasks items                   out: env item + {records: [verified TaskRecord dumps]}
+    quality     in: verify items (all shards)     out: verify items less the hard failures; reports/quality.json
     export      in: verify items (all shards)     out: the GUST folder
     convert     in: export item                   out: verl RL parquet (`OUT/verl/train.parquet`) for `gust train`
 """
@@ -74,7 +75,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STAGE_ORDER: tuple[str, ...] = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
+STAGE_ORDER: tuple[str, ...] = (
+    "envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "quality", "export", "convert"
+)  # fmt: skip
 
 Item = dict[str, Any]
 Usage = dict[str, dict[str, int]]
@@ -83,6 +86,11 @@ Usage = dict[str, dict[str, int]]
 POLICY_REASONS: frozenset[str] = frozenset({
     "too_few_tools", "too_many_tools", "duplicate_of", "duplicate", "env_cap", "teacher_failed", "unsolvable",
     "mostly_echo", "weak_tests",  # envgen quality gates (issue 9)
+})  # fmt: skip
+# The quality stage's drops are deliberate filtering too (tdg.quality.DROP_REASONS + OPTIONAL_DROP_REASONS).
+QUALITY_REASONS: frozenset[str] = frozenset({
+    "undetermined_pick", "noop_write", "after_terminal_state", "conflicting_stage", "leaked_steps",
+    "placeholder_value", "echo_only", "single_stage",
 })  # fmt: skip
 _PATH_KEYS = ("env_dir", "gust_dir", "verl_parquet")
 _LLM_RUNTIME_FIELDS = ("max_concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s", "retry_seed",
@@ -542,7 +550,7 @@ def _teacher_outage(record: QuarantineRecord) -> QuarantineRecord:
     return record
 
 
-@_stage("verify", "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify",))
+@_stage("verify", "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify", "quality"))
 def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Replay (LangGraph), solvability and teacher Pass@k — or `not_run` when no teacher endpoint is set.
 
@@ -561,7 +569,7 @@ def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     envs = {item["env_id"]: _load_env(item, out) for item in items}
     groups = [[TaskRecord.model_validate(r) for r in item["records"]] for item in items]
     with SandboxPool(size=teacher.max_concurrency if teacher.enabled else 1, limits=_sandbox_limits(cfg)) as pool:
-        outcomes = _parallel(lambda group: verify_tasks(group, envs, env_cfg, pool=pool), groups, env_workers)
+        outcomes = _parallel(lambda group: verify_tasks(group, envs, env_cfg, pool=pool, quality=cfg.quality), groups, env_workers)
     kept = sorted((r for o in outcomes for r in o.kept), key=lambda r: (r.env_id, r.task_id))
     dropped = [_teacher_outage(q) for o in outcomes for q in o.dropped]
     by_env: dict[str, list[Item]] = {}
@@ -576,7 +584,19 @@ def _teacher_ran(records: Sequence[TaskRecord]) -> bool:
     return any(r.teacher_status in ("passed", "failed") for r in records)
 
 
-@_stage("export", "verify", ("data",), ("seed", "verify.teacher", "verify.require_solvable"))
+@_stage("quality", "verify", ("tdg", "data"), ("quality",), policy=POLICY_REASONS | QUALITY_REASONS)
+def run_quality(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
+    """Measure every task (tdg.quality), drop the hard failures, write `reports/quality.json`."""
+    from tdg.quality import quality_stage
+
+    started = time.perf_counter()
+    absolute = [{**item, "env_dir": str(resolve_path(out, item["env_dir"]))} for item in items]
+    kept, quarantine, inputs = quality_stage(absolute, cfg.quality, out / "reports" / "quality.json")
+    kept = [{**item, "env_dir": _portable(out, item["env_dir"])} for item in kept]
+    return _result("quality", kept, [r["task_id"] for i in kept for r in i["records"]], quarantine, inputs, started)
+
+
+@_stage("export", "quality", ("data",), ("seed", "verify.teacher", "verify.require_solvable"))
 def run_export(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Write the GUST parquet shards, dataset card and statistics figure under `OUT/gust/`."""
     from data.gust import write_gust
@@ -585,7 +605,8 @@ def run_export(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     records = [TaskRecord.model_validate(r) for item in items for r in item["records"]]
     folder = write_gust(records, out / "gust", seed=cfg.seed,
                         filters_run={"replay": True, "solvability": cfg.verify.require_solvable,
-                                     "teacher_pass_at_k": _teacher_ran(records)})  # fmt: skip
+                                     "teacher_pass_at_k": _teacher_ran(records), "quality": cfg.quality.enabled},
+                        quality_report=out / "reports" / "quality.json")  # fmt: skip
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*.parquet")))).hexdigest()
     item = {"gust_dir": _portable(out, folder), "rows": len(records), "digest": digest,
             "teacher_ran": _teacher_ran(records)}  # digest keys the convert cache  # fmt: skip

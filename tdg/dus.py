@@ -1,14 +1,20 @@
 """Dynamic Unlocking Sampling (ToolVerse §3.2.2) and coverage-oriented skeleton sampling (App. B.3).
 
-DUS keeps a ready queue Q of tools whose predecessors have all run, starting from the zero in-degree roots. Each
-stage samples k = min(|Q|, N) tools from Q; after the stage runs, every successor's remaining in-degree drops by
-one per executed predecessor and a tool joins Q at zero. So every tool of a stage has all its predecessors in
-earlier stages.
+DUS keeps a ready queue Q of tools whose requirements are met, starting from the zero in-degree roots. Each stage
+samples k = min(|Q|, N) tools from Q; after the stage runs, a tool joins Q once its requirements are met. A
+tool's requirements are its arguments, not its predecessors: parameter edges that provide the same argument are
+alternatives (one executed provider suffices), each semantic edge (no argument named) is a requirement of its own.
+So every tool of a stage has a provider of each of its dependency arguments in an earlier stage, and no skeleton
+grows long chains of redundant reads just because several tools return the same field.
 
-The paper does not say when a skeleton ends. Here it ends when Q is empty, when `max_stages` stages exist, or when
-Q holds only roots that were ready from the start while no tool is partly unlocked (nothing left depends on what
-ran, so more stages would only append unrelated calls). Consequently a graph without edges yields single-stage
-skeletons.
+Terminal tools (a delete, or a name that cancels / closes / archives ...) end a skeleton: one is sampled only when
+the skeleton would otherwise end, and as the only tool of the final stage, so no call acts on a record after it.
+
+The paper does not say when a skeleton ends. Here it ends when Q is empty, when `max_stages` stages exist, after a
+terminal tool, or when Q holds only roots that were ready from the start while no tool is partly unlocked (nothing
+left depends on what ran, so more stages would only append unrelated calls). Consequently a graph without edges
+yields single-stage skeletons; `sample_skeletons_for_coverage` rejects single-stage skeletons of a graph that has
+edges.
 
 `sample_skeletons_for_coverage` repeats DUS over an environment's DAGs (round-robin), weighting tools toward the
 not-yet-covered ones (and toward tools with uncovered descendants), until coverage reaches the target, stops
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Mapping, Sequence
 
 import networkx as nx
@@ -26,6 +33,7 @@ from pydantic import Field
 
 from data.models import Skeleton, StrictModel
 from gustforge.errors import InputError, TDGCycleError
+from tdg.fields import parse_evidence
 
 __all__ = [
     "CoverageResult",
@@ -34,9 +42,41 @@ __all__ = [
     "random_walk_skeleton",
     "skeleton_tools",
     "coverage_weights",
+    "requirements",
+    "is_terminal_tool",
 ]
 
 _UNCOVERED_BONUS = 4.0
+_TERMINAL_VERBS = frozenset(
+    "delete remove cancel close archive terminate revoke void refund reject deactivate disable unsubscribe "
+    "discard destroy purge end".split()
+)
+
+
+def is_terminal_tool(dag: nx.DiGraph, tool: str) -> bool:
+    """A delete, or a tool whose name starts with a terminal verb (cancel_order, close_ticket, archiveNote)."""
+    if str(dag.nodes[tool].get("kind", "")) == "delete":
+        return True
+    first = re.split(r"[_\-\s.]+|(?<=[a-z])(?=[A-Z])", tool)[0].lower()
+    return first in _TERMINAL_VERBS
+
+
+def requirements(dag: nx.DiGraph, tool: str) -> list[frozenset[str]]:
+    """Groups of predecessors of `tool`; one executed member per group unlocks it.
+
+    Parameter edges are grouped by the argument their evidence names (alternative providers); an edge without a
+    parsable argument is its own group.
+    """
+    by_param: dict[str, set[str]] = {}
+    singles: list[frozenset[str]] = []
+    for pred in sorted(dag.predecessors(tool)):
+        params = {ev.param for ev in parse_evidence(str(dag.edges[pred, tool].get("evidence") or ""))
+                  if ev.dst == tool and ev.src == pred}  # fmt: skip
+        if not params:
+            singles.append(frozenset({pred}))
+        for param in params:
+            by_param.setdefault(param, set()).add(pred)
+    return [frozenset(g) for _, g in sorted(by_param.items())] + singles
 
 
 class CoverageResult(StrictModel):
@@ -55,11 +95,9 @@ def _weighted_sample(items: Sequence[str], k: int, weights: Mapping[str, float],
     return [item for _, item in keyed[:k]]
 
 
-def _stalled(dag: nx.DiGraph, ready: set[str], roots: set[str], indegree: Mapping[str, int]) -> bool:
+def _stalled(ready: set[str], roots: set[str], partly: bool) -> bool:
     """Only untouched roots are ready and no tool is partly unlocked: nothing left depends on what ran."""
-    if not ready <= roots:
-        return False
-    return not any(0 < left < dag.in_degree(node) for node, left in indegree.items())
+    return ready <= roots and not partly
 
 
 def sample_skeleton(
@@ -95,18 +133,31 @@ def sample_skeleton(
     if not nx.is_directed_acyclic_graph(dag):
         raise TDGCycleError("DUS needs a DAG; run tdg.sanitize.sanitize_to_dag first")
     rng = random.Random(seed)
-    indegree = {n: d for n, d in dag.in_degree()}
-    roots = {n for n, d in indegree.items() if d == 0}
+    groups = {node: requirements(dag, node) for node in dag.nodes}
+    roots = {n for n, g in groups.items() if not g}
+    terminal = {n for n in dag.nodes if is_terminal_tool(dag, n)}
     ready = set(roots)
+    done: set[str] = set()
     stages: list[tuple[str, ...]] = []
-    while ready and len(stages) < max_stages and not (stages and _stalled(dag, ready, roots, indegree)):
-        chosen = _weighted_sample(sorted(ready), min(len(ready), max_parallel), weights or {}, rng)
+    lead = {n: (weights or {}).get(n, 1.0) * (4.0 if dag.out_degree(n) else 1.0) for n in dag.nodes}
+    while ready and len(stages) < max_stages:
+        partly = any(n not in done and any(g & done for g in groups[n]) for n in dag.nodes if n not in ready)
+        open_ = sorted(ready - terminal)
+        stalled = bool(stages) and _stalled(set(open_), roots, partly)
+        final_slot = len(stages) == max_stages - 1
+        finale = sorted(ready & terminal - roots) if stages else sorted(ready & terminal) if not open_ else []
+        if (not open_ or stalled or final_slot) and finale:
+            stages.append(tuple(_weighted_sample(finale, 1, weights or {}, rng)))
+            break
+        if not open_ or stalled:
+            break
+        chosen = _weighted_sample(open_, min(len(open_), max_parallel), lead if not stages else weights or {}, rng)
         stages.append(tuple(sorted(chosen)))
         ready.difference_update(chosen)
+        done.update(chosen)
         for tool in chosen:
             for succ in dag.successors(tool):
-                indegree[succ] -= 1
-                if indegree[succ] == 0:
+                if succ not in done and succ not in ready and all(g & done for g in groups[succ]):
                     ready.add(succ)
     return Skeleton(
         env_id=env_id if env_id is not None else str(dag.graph.get("env_id", "")),
@@ -180,7 +231,8 @@ def sample_skeletons_for_coverage(
                                    env_id=env_id, graph_index=int(dag.graph.get("graph_index", index)))  # fmt: skip
         key = (skeleton.graph_index, skeleton.stages)
         new_tools = skeleton_tools(skeleton) - covered
-        if key in seen or not skeleton.stages:
+        single = len(skeleton.stages) == 1 and dag.number_of_edges() > 0
+        if key in seen or not skeleton.stages or single:
             stale += 1
             continue
         seen.add(key)

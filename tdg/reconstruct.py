@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -49,6 +50,16 @@ from tdg.fields import (
     singular,
 )
 from tdg.infer import tool_entity
+from tdg.quality import (
+    PLACEHOLDER_PATTERNS,
+    QualityConfig,
+    calls_conflict,
+    id_values,
+    is_placeholder,
+    list_pick,
+    terminal_ids,
+)
+from tdg.values import new_value, realistic_value, search_term
 
 __all__ = [
     "STAGE",
@@ -66,6 +77,9 @@ logger = logging.getLogger(__name__)
 STAGE = "reconstruct"
 _MISSING = object()
 _STRUCTURAL = frozenset({"status", "message"})
+_TERMINAL_STATUSES = frozenset(QualityConfig().terminal_statuses)
+_PLACEHOLDERS = tuple(re.compile(p, re.IGNORECASE) for p in PLACEHOLDER_PATTERNS)
+_NAME_KEYS = ("name", "title", "label", "full_name", "username", "display_name", "email", "subject", "code")
 
 
 class SkeletonFailed(ReconstructionError):
@@ -147,9 +161,13 @@ def _pick(rng: random.Random, options: list[tuple[str, Any]]) -> tuple[str, Any]
 
 def _dependency_options(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, pred: str, output: Any,
-    live: set[str],
+    live: set[str], stored: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> list[tuple[str, Any]]:  # fmt: skip
-    """Values predecessor `pred`'s output offers for `param`: by edge evidence, else by name/ID matching."""
+    """Values predecessor `pred`'s output offers for `param`: by edge evidence, else by name/ID matching.
+
+    `stored` holds the values a read tool's own collection keeps under `param`; offers among them come first, so
+    a read fed by a dependency finds something.
+    """
     by_evidence = [
         (path, value)
         for ev in parse_evidence(str(dag.edges[pred, tool.name].get("evidence") or ""))
@@ -163,31 +181,84 @@ def _dependency_options(
     for options in (by_evidence, by_name):
         fitting = [(p, v) for p, v in options if _valid(schema, v) and (not _id_param(param) or repr(v) in live)]
         if fitting:
-            return fitting
+            return [(p, v) for p, v in fitting if repr(v) in stored] or fitting
     return []
 
 
 def _from_dependencies(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, outputs: Mapping[str, Any],
     order: Sequence[str], live: set[str], rng: random.Random, *, explore: bool,
-) -> tuple[str, Any] | None:  # fmt: skip
-    """(source 'tool.path', value) for `param` from an executed predecessor along a TDG edge.
+    stored: set[str] = frozenset(),  # type: ignore[assignment]
+) -> tuple[str, Any, str | None] | None:  # fmt: skip
+    """(source 'tool.path', value, pick criterion) for `param` from an executed predecessor along a TDG edge.
 
-    The most recently executed predecessor that offers a value wins; when `explore` (a retry after a tool
-    error) any offering predecessor may be chosen.
+    The most recently executed predecessor that offers a value wins (one offering a value the read tool's
+    collection stores, when there is one); when `explore` (a retry after a tool error) any offering predecessor
+    may be chosen.
     """
     offers = []
     for pred in (t for t in reversed(order) if dag.has_edge(t, tool.name)):
-        options = _dependency_options(tool, param, schema, dag, pred, outputs[pred], live)
+        options = _dependency_options(tool, param, schema, dag, pred, outputs[pred], live, stored)
         if options:
             offers.append((pred, options))
-            if not explore:
-                break
     if not offers:
         return None
-    pred, options = rng.choice(offers) if explore else offers[0]
-    path, value = _pick(rng, options)
-    return f"{pred}.{path}", value
+    finding = [o for o in offers if any(repr(v) in stored for _, v in o[1])]
+    pred, options = rng.choice(offers) if explore else (finding or offers)[0]
+    path, value, criterion = _determined_pick(outputs[pred], options, rng)
+    return f"{pred}.{path}", value, criterion
+
+
+def _distinguishing_key(element: Any, siblings: Sequence[Any]) -> str | None:
+    """A non-id field whose value singles `element` out among `siblings` (name-like fields first)."""
+    if not isinstance(element, Mapping):
+        return None
+    keys = [
+        k
+        for k, v in element.items()
+        if isinstance(v, str | int | float)
+        and not isinstance(v, bool)
+        and not _id_param(str(k))
+        and str(k) not in _STRUCTURAL
+        and len(str(v)) <= 60
+        and str(v).strip()
+    ]
+    keys.sort(key=lambda k: (next((i for i, n in enumerate(_NAME_KEYS) if n in str(k).lower()), len(_NAME_KEYS)),
+                             not isinstance(element[k], str), str(k)))  # fmt: skip
+    for key in keys:
+        if sum(isinstance(s, Mapping) and s.get(key) == element[key] for s in siblings) == 1:
+            return str(key)
+    return None
+
+
+def _determined_pick(output: Any, options: list[tuple[str, Any]], rng: random.Random) -> tuple[str, Any, str | None]:
+    """Choose among a predecessor's offered values so the task can single the choice out.
+
+    A value not taken from a list (or from a list of one) is determined; else an element with a unique
+    name-like attribute (criterion ``field=<key>``, the task states the attribute); else the first or last element
+    (``position=first|last``, the task states the rule).
+    """
+    unique = [pv for _, pv in sorted({(p, repr(v)): (p, v) for p, v in options}.items())]
+    if len({repr(v) for _, v in unique}) == 1:
+        return unique[0][0], unique[0][1], None
+    direct = [(p, v) for p, v in unique if (picked := list_pick(output, p)) is None or len(picked[1]) <= 1]
+    if direct:
+        path, value = rng.choice(direct)
+        return path, value, None
+    keyed = []
+    for path, value in unique:
+        element, siblings, _ = list_pick(output, path)  # type: ignore[misc]
+        key = _distinguishing_key(element, siblings)
+        if key is not None:
+            keyed.append((path, value, f"field={key}"))
+    if keyed:
+        return rng.choice(keyed)
+    for path, value in unique:
+        _, siblings, index = list_pick(output, path)  # type: ignore[misc]
+        if index == 0:
+            return path, value, "position=first"
+    path, value = _pick(rng, unique)
+    return path, value, None
 
 
 def _id_param(param: str) -> bool:
@@ -216,8 +287,9 @@ def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
     if kind in ("integer", "number"):
         low = schema.get("minimum", schema.get("exclusiveMinimum", 0) + (1 if kind == "integer" else 0.5))
         high = schema.get("maximum", max(low, 1) + 4)
-        value = rng.randint(int(low), int(high)) if kind == "integer" else float(low)
-        return value if kind == "integer" else round(max(value, float(low)), 2)
+        if kind == "integer":
+            return rng.randint(int(low), max(int(low), int(high)))
+        return round(rng.uniform(float(low), max(float(low), float(high))), 2)
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "array":
@@ -226,9 +298,7 @@ def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
         return {k: _default(k, props.get(k) or {}, rng) for k in schema.get("required") or () if k in props}
-    formats = {"date": "2025-06-15", "date-time": "2025-06-15T10:00:00Z", "email": "alex@example.com",
-               "uri": "https://example.com", "time": "10:00:00"}  # fmt: skip
-    return formats.get(str(schema.get("format")), f"sample {param.replace('_', ' ')}")
+    return realistic_value(param, schema, rng)
 
 
 def _from_context(
@@ -246,27 +316,77 @@ def _from_context(
         return _fresh_id(existing, rng)
     scored = [(match_score(param, ref, dst_entity=entity), ref.path, v) for ref, v in leaves]
     best = max((s for s, _, _ in scored), default=0.0)
-    options = [(p, v) for s, p, v in scored if best > 0 and s == best and _valid(schema, v)]
+    options = [
+        (p, v)
+        for s, p, v in scored
+        if best > 0 and s == best and _valid(schema, v) and not is_placeholder(v, _PLACEHOLDERS)
+    ]  # a DB filler like "Sample comment 3" is not reused
     if options:
         return _pick(rng, options)[1]
+    if tool.kind is ToolKind.READ and not _id_param(param):
+        term = search_term(param, schema, db, entity, rng)
+        if term is not None and _valid(schema, term):
+            return term
     value = _default(param, schema, rng)
     return value if _valid(schema, value) else _MISSING
 
 
 def _instantiate(
     tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any], order: Sequence[str],
-    db: Mapping[str, Any], rng: random.Random, *, explore: bool = False,
-) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...]]:  # fmt: skip
+    db: Mapping[str, Any], rng: random.Random, *, explore: bool = False, prefer_anchor: bool = False,
+) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...], dict[str, str]]:  # fmt: skip
+    """Arguments of one call: (args, dependency sources, context arguments, pick criteria).
+
+    Identifier arguments come first (dependencies, else the DB); an update's other fields then get a new valid
+    value that differs from the record's current one (at least one field changes), never a copy of it.
+    """
     args: dict[str, Any] = {}
     dependency: dict[str, str] = {}
     context: list[str] = []
+    criteria: dict[str, str] = {}
     live = _scalar_values(db)
-    for param, (schema, required) in sorted(param_specs(tool.parameters).items()):
-        found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore)
+    specs = sorted(param_specs(tool.parameters).items(), key=lambda kv: (not _id_param(kv[0]), kv[0]))
+    changing = tool.kind is ToolKind.UPDATE
+    fields = [p for p, _ in specs if changing and not _id_param(p)]
+    optional_fields = [p for p, (_, required) in specs if p in fields and not required]
+    chosen = set(rng.sample(optional_fields, k=min(len(optional_fields), 1 + int(rng.random() < 0.3))))
+    anchor = _anchor_record(tool, db, rng) if tool.kind is ToolKind.READ else None
+    for param, (schema, required) in specs:
+        if param in fields:
+            if not required and param not in chosen:
+                continue
+            record = _target_record(db, args, tool)
+            value = new_value(
+                param,
+                schema,
+                record.get(param, _MISSING) if record else _MISSING,
+                db,
+                rng,
+                avoid=_TERMINAL_STATUSES,
+                default=lambda p=param, sc=schema: _default(p, sc, rng),
+            )
+            if value is None or not _valid(schema, value):
+                raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new valid value for {param}")
+            args[param] = value
+            context.append(param)
+            continue
+        if prefer_anchor and anchor is not None and _valid(schema, anchor.get(param, _MISSING)):
+            args[param] = anchor[param]  # a read that came back empty: search by a stored record instead
+            context.append(param)
+            continue
+        stored = _stored_values(db, tool.entity, param) if tool.kind is ToolKind.READ else set()
+        found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore,
+                                   stored=stored)  # fmt: skip
         if found is not None:
-            dependency[param], args[param] = found
+            dependency[param], args[param], criterion = found
+            if criterion:
+                criteria[param] = criterion
             continue
         if not required:
+            continue
+        if anchor is not None and _valid(schema, anchor.get(param, _MISSING)):
+            args[param] = anchor[param]  # a read's filters all taken from one stored record: it finds something
+            context.append(param)
             continue
         value = _from_context(tool, param, schema, db, rng)
         if value is _MISSING:
@@ -276,7 +396,34 @@ def _instantiate(
     errors = [e.message for e in Draft202012Validator(tool.parameters).iter_errors(args)]
     if errors:
         raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
-    return args, dependency, tuple(context)
+    return args, dependency, tuple(context), criteria
+
+
+def _stored_values(db: Mapping[str, Any], collection: str | None, field: str) -> set[str]:
+    """repr() of every value the records of `collection` keep under `field`."""
+    records = db.get(collection) if collection else None
+    rows = records.values() if isinstance(records, Mapping) else records if isinstance(records, list) else []
+    return {repr(r[field]) for r in rows if isinstance(r, Mapping) and field in r}
+
+
+def _anchor_record(tool: ToolSchema, db: Mapping[str, Any], rng: random.Random) -> Mapping[str, Any] | None:
+    """A random stored record of the collection a read tool searches (None when it has none)."""
+    records = db.get(tool.entity) if tool.entity else None
+    rows = list(records.values()) if isinstance(records, Mapping) else records if isinstance(records, list) else []
+    rows = [r for r in rows if isinstance(r, Mapping)]
+    return rng.choice(rows) if rows else None
+
+
+def _target_record(db: Mapping[str, Any], args: Mapping[str, Any], tool: ToolSchema) -> Mapping[str, Any] | None:
+    """The DB record an update's identifier arguments name (its own entity's collection first)."""
+    entity = tool_entity(tool)
+    collections = sorted(db, key=lambda c: singular(str(c)) != entity)
+    for value in args.values():
+        for name in collections:
+            records = db.get(name)
+            if isinstance(records, Mapping) and isinstance(records.get(str(value)), Mapping):
+                return records[str(value)]
+    return None
 
 
 # --------------------------------------------------------------------------- traces
@@ -287,33 +434,66 @@ def trace_id_for(env_id: str, graph_index: int, stages: Sequence[TraceStage], in
     return short_hash(payload, 16)
 
 
+def _empty_result(output: Mapping[str, Any]) -> bool:
+    lists = [v for k, v in output.items() if k not in _STRUCTURAL and isinstance(v, list)]
+    return output.get("count") == 0 or (bool(lists) and all(not v for v in lists))
+
+
 def _run_call(
     session: EnvSessionLike, tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any],
-    order: Sequence[str], rng: random.Random, tries: int,
+    order: Sequence[str], rng: random.Random, tries: int, terminal: set[str],
 ) -> tuple[TraceCall, bool]:  # fmt: skip
-    """Instantiate and run one call; on a tool error restore the DB and re-draw the arguments (`tries` in all).
+    """Instantiate and run one call; on a tool error (or an empty search result) restore the DB and re-draw the
+    arguments (`tries` in all). A read that stays empty after every draw is kept as it is.
 
     Returns:
         The call and whether it needed a retry.
+
+    Raises:
+        SkeletonFailed: every draw failed, or the call would write to a record an earlier call made terminal.
     """
     db = session.db()
+    before = session.db_hash()
     tried: set[str] = set()
     message = ""
+    fallback: tuple[TraceCall, bool] | None = None
     for draw in range(4 * tries):  # duplicate draws do not count as tries
-        args, dependency, context = _instantiate(tool, dag, outputs, order, db, rng, explore=draw > 0)
+        args, dependency, context, criteria = _instantiate(tool, dag, outputs, order, db, rng, explore=draw > 0,
+                                                           prefer_anchor=message == "empty result")  # fmt: skip
         key = canonical_json(args)
         if key in tried:
             continue
         if len(tried) == tries:
             break
         tried.add(key)
+        if tool.kind is not ToolKind.READ and id_values(args) & terminal:
+            message = "after_terminal_state"
+            continue
         output = session.call(tool.name, args)
         if isinstance(output, dict) and output.get("status") != "error":
             call = TraceCall(name=tool.name, arguments=args, output=output, dependency_args=dependency,
-                             context_args=context)  # fmt: skip
-            return call, draw > 0
-        message = f"args={args!r}: " + (str(output.get("message", "")) if isinstance(output, dict) else repr(output))
+                             context_args=context, pick_criteria=criteria,
+                             db_changed=session.db_hash() != before)  # fmt: skip
+            if tool.kind is ToolKind.UPDATE and not call.db_changed:
+                message = "the update changed nothing"
+            elif not (tool.kind is ToolKind.READ and _empty_result(output)):
+                return call, draw > 0
+            else:
+                fallback = fallback or (call, draw > 0)
+                message = "empty result"
+        else:
+            message = f"args={args!r}: " + (
+                str(output.get("message", "")) if isinstance(output, dict) else repr(output)
+            )
         session.set_db(db)
+    if fallback is not None:
+        call, _ = fallback
+        output = session.call(tool.name, call.arguments)  # re-run the kept draw on the restored DB
+        return call.model_copy(update={"output": output}), True
+    if message == "after_terminal_state":
+        raise SkeletonFailed("after_terminal_state", f"{tool.name} would act on a record an earlier call ended")
+    if message == "the update changed nothing":
+        raise SkeletonFailed(f"noop_write:{tool.name}", f"{len(tried)} argument draws changed nothing")
     raise SkeletonFailed(f"tool_error:{tool.name}", f"{len(tried)} argument draws failed; last {message}")
 
 
@@ -321,17 +501,25 @@ def _run_stages(
     session: EnvSessionLike, schemas: Mapping[str, ToolSchema], dag: nx.DiGraph, skeleton: Skeleton,
     rng: random.Random, tries: int,
 ) -> tuple[list[TraceStage], bool]:  # fmt: skip
+    """Run the skeleton's stages; a call that would share a parallel stage with a write on the same record
+    (or be a write next to another call on it) opens a new stage, so parallel stages never conflict."""
     outputs: dict[str, Any] = {}
     order: list[str] = []
-    stages = []
+    stages: list[TraceStage] = []
     retried = False
+    terminal: set[str] = set()
     for stage in skeleton.stages:
         before = session.db_hash()
-        calls = []
+        calls: list[TraceCall] = []
         for name in stage:
-            call, again = _run_call(session, schemas[name], dag, outputs, order, rng, tries)
+            start = session.db_hash() if calls else before
+            call, again = _run_call(session, schemas[name], dag, outputs, order, rng, tries, terminal)
+            if any(calls_conflict(call, other, schemas) for other in calls):
+                stages.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=start))
+                before, calls = start, []
             retried |= again
             calls.append(call)
+            terminal |= terminal_ids(call, schemas[name].kind, _TERMINAL_STATUSES)
             outputs[name] = call.output
             order.append(name)
         stages.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=session.db_hash()))
@@ -415,6 +603,7 @@ def reconstruct_trace(
         edges_used=edges,
         initial_db_hash=initial,
         final_db_hash=stages[-1].db_hash_after,
+        graph_source=str(dag.graph.get("inferer", "")),
     )
 
 

@@ -37,6 +37,8 @@ __all__ = [
     "write_task",
     "make_task_record",
     "graph_complexity",
+    "producer",
+    "role_provenance",
     "TaskgenOutcome",
     "write_tasks",
 ]
@@ -60,6 +62,11 @@ clarification if parameters were missing in the early stages, matching the struc
 - Consistency: The generated user intent must strictly align with the final output of the last tool in the trace.
 - Grounding: state verbatim every argument value listed under "values the user must state" (IDs, names, \
 amounts, dates), and never state a value that a dependency argument copies from an earlier tool output.
+- Determinism: where a dependency value is one of several results, state the attribute or rule listed under \
+"how the user singles out a choice" (e.g. "the product named Garden Hose", "the first order listed").
+- Voice: write as the user would. Never quote the tool descriptions, never name the tools, never list the steps.
+- No repetition: the user query is the user's next message after the dialogue history; do not repeat in it \
+what the history already says (an empty history is fine).
 Output Format: Return the result in JSON format containing "user_query", "dialogue_history" (a list of \
 {"role": "user"|"assistant", "content": ...} turns) and "reasoning_chain" (a list of short steps)."""
 
@@ -72,6 +79,9 @@ Tool Dependency Graph (incoming edges of the tools in the trace, [source, target
 
 Values the user must state (stage, tool, argument, value):
 {stated_values_json}
+
+How the user singles out a choice (stage, tool, argument, statement):
+{pick_criteria_json}
 
 Input Trace: {golden_trace_json}"""
 
@@ -97,18 +107,29 @@ TASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_OPENERS = (
-    "I need your help with a multi-step request.",
-    "Could you take care of something for me?",
-    "Here is what I want to get done.",
-    "I have a task for you.",
+_OPENERS = ("", "", "Hi!", "Hello,", "Hey there.", "Good morning.", "Quick one:", "Hi, hoping you can help.",
+            "Hello again.", "Morning!", "I have a request.", "Got a minute?", "Hi team,")  # fmt: skip
+_WANTS = (
+    "I'd like to {goal}.", "Could you {goal}?", "Please {goal}.", "I need to {goal}.", "Can you help me {goal}?",
+    "I want to {goal}.", "Would you {goal} for me?", "My plan is to {goal}.", "Today I have to {goal}.",
+    "I'm hoping you can {goal}.", "The job: {goal}.", "Help me {goal}, please.",
+)  # fmt: skip
+_CLOSERS = ("", "", "Thanks!", "Thank you.", "Let me know when it's done.", "Appreciate it.", "Cheers.",
+            "Tell me once everything is through.", "Thanks in advance.", "That's all for now.")  # fmt: skip
+_ASKS = ("Sure, I can do that. What details should I use?", "Happy to help. Which details do you have for me?",
+         "Of course. Could you give me the specifics?", "Glad to. What should I go with?")  # fmt: skip
+_MAX_GOALS = 4
+_ANSWERS = ("Sure: {details}.", "Here you go: {details}.", "{details}.", "Use these: {details}.")
+_VALUE_FORMS = ("{name} {value}", "{name} is {value}", "the {name} {value}", "{value} as the {name}")
+_PICK_FIELD = ("the {entity} whose {key} is {value}", "the {entity} with {key} {value}")
+_PICK_POSITION = ("the {position} {entity} listed", "the {position} {entity} in the list")
+_ARTICLE_VERBS = frozenset(
+    "get list search find fetch read show view check create add make register book update set edit modify change "
+    "delete remove cancel close archive send submit assign reschedule extend issue generate approve reject suspend "
+    "escalate transfer restock open post publish upload download convert calculate compute translate analyze "
+    "summarize schedule reserve pay refund track start stop run execute record log rate review query lookup "
+    "retrieve verify validate move rename share invite notify apply renew return ship place".split()
 )
-_CLOSERS = (
-    "Please figure out any other information you need with the available tools.",
-    "Anything else you need, look it up yourself with the tools.",
-    "Use the tools to find whatever else is required.",
-)
-
 
 # ----------------------------------------------------------------------------------------------- helpers
 
@@ -135,15 +156,21 @@ def _humanize(name: str) -> str:
 
 
 def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
-    """A verb phrase for a tool: the first sentence of its description, else its humanized name."""
-    description = str(definitions.get(tool, {}).get("description", "")).strip()
-    sentence = re.split(r"(?<=[.!?])\s", description, maxsplit=1)[0].rstrip(".!? ") if description else ""
-    phrase = sentence or _humanize(tool)
-    return phrase[:1].lower() + phrase[1:]
+    """A short goal phrase from the tool's name ("cancel_order" -> "cancel the order"); never its description."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", tool).replace("_", " ").replace("-", " ").lower().split()
+    if not words:
+        return "finish my request"
+    verb, rest = words[0], " ".join(words[1:])
+    if rest and verb in _ARTICLE_VERBS:
+        return f"{verb} the {rest}"
+    return " ".join(words) if verb in _ARTICLE_VERBS else f"use the {' '.join(words)} service"
 
 
-def _values_clause(values: Mapping[str, Any]) -> str:
-    return ", ".join(f"{_humanize(name)} {format_value(value)}" for name, value in sorted(values.items()))
+def _values_clause(values: Mapping[str, Any], rng: random.Random | None = None) -> str:
+    form = rng.choice(_VALUE_FORMS) if rng is not None else _VALUE_FORMS[0]
+    return ", ".join(
+        form.format(name=_humanize(name), value=format_value(value)) for name, value in sorted(values.items())
+    )
 
 
 def _trace_calls(trace: Mapping[str, Any]) -> list[tuple[int, TraceCall]]:
@@ -157,12 +184,59 @@ def _trace_calls(trace: Mapping[str, Any]) -> list[tuple[int, TraceCall]]:
 # ----------------------------------------------------------------------------------------------- the role
 
 
+def _pick_statements(calls: Sequence[tuple[int, TraceCall]], rng: random.Random) -> list[str]:
+    """How the user singles out each list pick ("the product whose name is "Hose""), from the recorded criteria."""
+    from tdg.quality import list_pick
+
+    outputs: dict[str, Any] = {}
+    statements: list[str] = []
+    seen: set[tuple[str, str, str]] = set()
+    for _, call in calls:
+        for arg, criterion in sorted(call.pick_criteria.items()):
+            tool, _, path = call.dependency_args.get(arg, "").partition(".")
+            picked = list_pick(outputs.get(tool), path) if tool in outputs else None
+            if picked is None:
+                continue
+            element, _siblings, _ = picked
+            last = list(re.finditer(r"\[\d+\]", path))[-1]
+            entity = singular_noun(re.split(r"[.\]]", path[: last.start()])[-1] or arg)
+            kind, _, spec = criterion.partition("=")
+            key = (entity, criterion, canonical_json(element.get(spec)) if isinstance(element, Mapping) else "")
+            if key in seen:
+                continue
+            seen.add(key)
+            if kind == "field" and isinstance(element, Mapping) and spec in element:
+                statements.append(rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec),
+                                                                 value=format_value(element[spec])))  # fmt: skip
+            elif kind == "position":
+                statements.append(rng.choice(_PICK_POSITION).format(entity=entity, position=spec))
+        outputs[call.name] = call.output
+    return statements
+
+
+def singular_noun(word: str) -> str:
+    """'products' -> 'product', 'categories' -> 'category' (enough for task text)."""
+    word = _humanize(word)
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text[:1].upper() + text[1:] if text else text
+
+
 def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     """Deterministic template writer (the role's offline twin); reads the same inputs as the prompt.
 
-    The query names the final goal and every stated value (grouped by the sub-goal that needs it); dependency
-    values never appear. The dialogue plays the paper's information gap: the user states the goal, the agent
-    asks for the missing details, the user supplies them.
+    The text states the goal (the writes the user wants, else the final lookup), every value the user must state
+    and how to single out each list pick, in seeded wording; dependency values, tool names, description sentences
+    and the step list never appear. Half the tasks (by seed) play the information gap as a dialogue — the user
+    states the goal, the assistant asks for details — and the query is then the user's answer, so the prompt
+    (history + query) says nothing twice.
     """
     trace = _as_obj(inputs["golden_trace_json"])
     definitions = {d["name"]: d for d in _as_obj(inputs["tool_definitions_json"])}
@@ -170,17 +244,32 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     rng = random.Random(canonical_json([inputs["seed"], trace["trace_id"]]))
     calls = _trace_calls(trace)
     last_stage = calls[-1][0] if calls else 0
-    final_goal = " and ".join(_goal(c.name, definitions) for s, c in calls if s == last_stage) or "finish my request"
-    details = [f"to {_goal(c.name, definitions)}: {_values_clause(v)}" for _, c in calls if (v := stated_arguments(c))]
+    writes = [c for _, c in calls if str(definitions.get(c.name, {}).get("kind", "read")) != "read"]
+    targets = writes or [c for s, c in calls if s == last_stage]
+    goals = list(dict.fromkeys(_goal(c.name, definitions) for c in targets))
+    if len(goals) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
+        goals = [goals[0], *goals[-(_MAX_GOALS - 1) :]]
+    joiners = ((", then ", " and finally "), (" and then ", ", and lastly "), ("; after that ", "; finally "))
+    joiner, last = rng.choice(joiners)
+    goal = joiner.join(goals) if len(goals) <= 2 else ", ".join(goals[:-1]) + last + goals[-1]
+    details = [_values_clause(v, rng) for _, c in calls if (v := stated_arguments(c))]
+    rng.shuffle(details)
+    picks = list(dict.fromkeys(_pick_statements(calls, rng)))
+    want = rng.choice(_WANTS).format(goal=goal or "finish my request")
     opener, closer = rng.choice(_OPENERS), rng.choice(_CLOSERS)
-    detail_text = f" Details you will need — {'; '.join(details)}." if details else ""
-    query = f"{opener} My end goal: {final_goal}.{detail_text} {closer}"
-    dialogue = [{"role": "user", "content": f"{opener} My end goal: {final_goal}."}]
-    if details:
-        names = sorted({_humanize(n) for _, c in calls for n in stated_arguments(c)})
-        dialogue.append({"role": "assistant", "content": f"Happy to help. Could you give me the {', '.join(names)}?"})
-        dialogue.append({"role": "user", "content": f"Sure — {'; '.join(details)}."})
-    return {"user_query": query, "dialogue_history": dialogue, "reasoning_chain": _reasoning(calls, edges, definitions)}
+    detail_text = "; ".join(details)
+    pick_text = ("Go with " + " and ".join(picks) + ".") if picks else ""
+    dialogue: list[dict[str, str]] = []
+    if details and rng.random() < 0.5:
+        dialogue = [{"role": "user", "content": " ".join(p for p in (opener, want) if p)},
+                    {"role": "assistant", "content": rng.choice(_ASKS)}]  # fmt: skip
+        query = " ".join(p for p in (rng.choice(_ANSWERS).format(details=detail_text), pick_text, closer) if p)
+    else:
+        lead = rng.choice(("Details: {}.", "Here is what you need: {}.", "For reference: {}."))
+        detail_sentence = lead.format(detail_text) if details else ""
+        query = " ".join(p for p in (opener, want, detail_sentence, pick_text, closer) if p)
+    return {"user_query": _sentence(query), "dialogue_history": dialogue,
+            "reasoning_chain": _reasoning(calls, edges, definitions)}  # fmt: skip
 
 
 def _reasoning(
@@ -221,7 +310,7 @@ def task_inputs(
     """The role inputs for one trace: trace, definitions of the tools it uses, edges, stated values, seed."""
     used = {call.name for stage in trace.stages for call in stage.calls}
     definitions = [
-        {"name": s.name, "description": s.description, "parameters": s.parameters}
+        {"name": s.name, "description": s.description, "parameters": s.parameters, "kind": str(s.kind)}
         for s in env.schemas
         if s.name in used
     ]
@@ -231,11 +320,16 @@ def task_inputs(
         for call in stage.calls
         for arg, value in sorted(stated_arguments(call).items())
     ]
+    calls = [(index, call) for index, stage in enumerate(trace.stages, start=1) for call in stage.calls]
+    statements = iter(_pick_statements(calls, random.Random(0)))
+    picks = [[index, call.name, arg, next(statements, criterion)]
+             for index, call in calls for arg, criterion in sorted(call.pick_criteria.items())]  # fmt: skip
     return {
         "golden_trace_json": trace.model_dump(mode="json"),
         "tool_definitions_json": definitions,
         "dependency_edges_json": sorted({(src, dst) for src, dst in incoming_edges if dst in used}),
         "stated_values_json": stated,
+        "pick_criteria_json": picks,
         "seed": seed,
     }
 
@@ -288,10 +382,25 @@ def graph_complexity(trace: GoldenTrace) -> int:
     return sum(len(stage.calls) for stage in trace.stages) + len(trace.edges_used)
 
 
-def make_task_record(trace: GoldenTrace, text: TaskText, env: Environment, *, seed: int) -> TaskRecord:
+def producer(backend: str, model: str | None, *, offline: str = "deterministic templates") -> str:
+    """How a part's producer is recorded: 'offline (deterministic templates)' or 'openai:<model>'."""
+    return f"offline ({offline})" if backend == "offline" else f"{backend}:{model or 'endpoint default model'}"
+
+
+def role_provenance(env: Environment, trace: GoldenTrace, writer: str) -> dict[str, str]:
+    """`role:<part>` -> producer, for the parts known when a task is written (verification is added later)."""
+    manifest = env.manifest
+    built = producer(manifest.backend, manifest.model) if manifest is not None else "not recorded"
+    source = trace.graph_source or "not recorded"
+    graphs = "offline (deterministic rules)" if source == "deterministic" else source
+    return {"role:schemas": built, "role:db": built, "role:code": built, "role:graphs": graphs, "role:tasks": writer}
+
+
+def make_task_record(trace: GoldenTrace, text: TaskText, env: Environment, *, seed: int,
+                     writer: str = "offline (deterministic templates)") -> TaskRecord:  # fmt: skip
     """Bundle a trace and its text into an unverified `TaskRecord` (task_id = content hash of both).
 
-    Example: see `tests/tdg/test_taskgen.py`.
+    `writer` records who wrote the text (see `producer`). Example: see `tests/tdg/test_taskgen.py`.
     """
     task_id = short_hash({"trace": trace.model_dump(mode="json"), "text": text.model_dump(mode="json")}, 16)
     provenance = {
@@ -299,6 +408,7 @@ def make_task_record(trace: GoldenTrace, text: TaskText, env: Environment, *, se
         "schemas_sha256": content_hash([s.model_dump(mode="json") for s in env.schemas]),
         "tools_source_sha256": sha256_text(env.tools_source),
         "initial_db_sha256": content_hash(env.initial_db),
+        **role_provenance(env, trace, writer),
     }
     return TaskRecord(
         task_id=task_id,
@@ -342,6 +452,8 @@ def write_tasks(
     """
     records: list[TaskRecord] = []
     dropped: list[QuarantineRecord] = []
+    settings = client.settings
+    writer = producer(settings.backend, settings.model)
     for trace in traces:
         task_seed = int(short_hash([seed, trace.trace_id], 8), 16)
         edges = (incoming_edges or {}).get(trace.trace_id, trace.edges_used)
@@ -357,7 +469,7 @@ def write_tasks(
             logger.warning("task writer dropped trace %s: %s", trace.trace_id, exc)
             dropped.append(QuarantineRecord(item_id=trace.trace_id, stage=STAGE, reason=reason, detail=str(exc)))
             continue
-        records.append(make_task_record(trace, text, env, seed=task_seed))
+        records.append(make_task_record(trace, text, env, seed=task_seed, writer=writer))
     counts: dict[str, int] = {}
     for q in dropped:
         counts[q.reason] = counts.get(q.reason, 0) + 1

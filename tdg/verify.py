@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
 
@@ -44,6 +44,7 @@ from data.models import GoldenTrace, QuarantineRecord, StageReport, StrictModel,
 from gustforge.errors import LLMError, SandboxError, ToolError
 from gustforge.hashing import canonical_json
 from gustforge.llm import is_transient
+from tdg.quality import QualityConfig, analyze_task, failure_reasons
 from tdg.taskgen import stated_arguments
 from tdg.verify_config import TeacherConfig, VerifyConfig
 
@@ -62,7 +63,10 @@ __all__ = [
     "dict_subset",
     "score_attempt",
     "run_teacher",
+    "pass_at_k",
+    "verification_producer",
     "diversity_order",
+    "quality_tier",
     "verify_tasks",
 ]
 
@@ -95,7 +99,8 @@ class AttemptScore(StrictModel):
 
 class TeacherResult(StrictModel):
     status: str = Field(description="not_run | passed | failed | teacher_error")
-    pass_at_k: float | None = None
+    pass_at_k: float | None = Field(default=None, description="Unbiased pass@k (k = cfg.pass_k) over the attempts.")
+    solve_rate: float | None = Field(default=None, description="Solved attempts / attempts.")
     attempts: tuple[AttemptScore, ...] = ()
     error: str | None = None
 
@@ -220,11 +225,15 @@ def _in_text(spelling: str, text: str) -> bool:
 
 
 def check_solvable(trace: GoldenTrace, text: TaskText) -> SolvabilityResult:
-    """Every stated argument value must appear in the query/dialogue or in an output of an earlier stage.
+    """Determined: every stated argument value appears in the query/dialogue or in an output of an earlier stage,
+    and every dependency value picked from a list of >= 2 is singled out by the text (a unique attribute of the
+    element, or a stated first/last rule) — no argument needs a free choice.
 
     Strings and numbers are checked (normalized: case-folded, whitespace collapsed, whole-word); booleans and
     nulls cannot be string-matched and are not checked. Values inside lists and objects are checked leaf by leaf.
     """
+    from tdg.quality import undetermined_picks
+
     corpus = _norm(" ".join([text.user_query, *(turn.get("content", "") for turn in text.dialogue_history)]))
     earlier: set[str] = set()
     missing: list[str] = []
@@ -236,6 +245,7 @@ def check_solvable(trace: GoldenTrace, text: TaskText) -> SolvabilityResult:
                     if spellings and not any(s in earlier or _in_text(s, corpus) for s in spellings):
                         missing.append(f"{index}/{call.name}.{arg}={leaf!r}")
         earlier.update(s for call in stage.calls for leaf in _leaves(call.output) for s in _spellings(leaf))
+    missing += [f"undetermined pick {pick}" for pick in undetermined_picks(trace, text)]
     return SolvabilityResult(ok=not missing, missing=tuple(missing))
 
 
@@ -476,8 +486,25 @@ def run_teacher(
         return TeacherResult(status="teacher_error", attempts=tuple(scores), error=str(exc))
     solved = sum(s.trace_score == 1.0 for s in scores)
     return TeacherResult(
-        status="passed" if solved else "failed", pass_at_k=solved / len(scores), attempts=tuple(scores)
+        status="passed" if solved else "failed",
+        pass_at_k=pass_at_k(len(scores), solved, min(cfg.pass_k, len(scores))),
+        solve_rate=solved / len(scores),
+        attempts=tuple(scores),
     )
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n attempts with c solved (Chen et al. 2021): 1 - C(n-c, k) / C(n, k).
+
+    Example:
+        >>> pass_at_k(8, 0, 4), pass_at_k(8, 8, 1), round(pass_at_k(8, 2, 4), 4)
+        (0.0, 1.0, 0.7857)
+    """
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
 # ------------------------------------------------------------------------------------------ orchestration
@@ -487,22 +514,37 @@ def _toolset(record: TaskRecord) -> frozenset[str]:
     return frozenset(call.name for stage in record.trace.stages for call in stage.calls)
 
 
-def diversity_order(records: Sequence[TaskRecord]) -> list[TaskRecord]:
+def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], int] | None = None) -> list[TaskRecord]:
     """Order one environment's tasks so a prefix is diverse: unseen tool sets first, then most new tools.
 
-    Ties break on task_id, so the order is deterministic.
+    With `tier`, lower tiers come first (e.g. tasks that pass the quality checks before those that will be
+    dropped), diverse within each tier. Ties break on task_id, so the order is deterministic.
     """
-    remaining = sorted(records, key=lambda r: r.task_id)
     seen: set[frozenset[str]] = set()
     covered: set[str] = set()
     order: list[TaskRecord] = []
-    while remaining:
-        best = max(remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), -remaining.index(r)))
-        remaining.remove(best)
-        order.append(best)
-        seen.add(_toolset(best))
-        covered |= _toolset(best)
+    tiers: dict[int, list[TaskRecord]] = defaultdict(list)
+    for record in records:
+        tiers[tier(record) if tier else 0].append(record)
+    for level in sorted(tiers):
+        remaining = sorted(tiers[level], key=lambda r: r.task_id)
+        while remaining:
+            best = max(
+                remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), -remaining.index(r))
+            )
+            remaining.remove(best)
+            order.append(best)
+            seen.add(_toolset(best))
+            covered |= _toolset(best)
     return order
+
+
+def quality_tier(record: TaskRecord, schemas: Mapping[str, Any], cfg: QualityConfig) -> int:
+    """0: passes the quality checks and chains calls; 1: passes but is single-stage; 2: will be dropped."""
+    findings = analyze_task(record, schemas, cfg)
+    if failure_reasons(findings, cfg):
+        return 2
+    return 1 if findings.single_stage else 0
 
 
 def _drop(record: TaskRecord, reason: str, detail: str = "") -> QuarantineRecord:
@@ -525,7 +567,15 @@ def _cheap_checks(
     solvable = check_solvable(record.trace, record.text)
     if cfg.require_solvable and not solvable.ok:
         return _drop(record, "unsolvable", "missing " + ", ".join(solvable.missing))
-    return record.model_copy(update={"replay_ok": True, "solvable": solvable.ok})
+    provenance = {**record.provenance, "role:verification": verification_producer(cfg.teacher)}
+    return record.model_copy(update={"replay_ok": True, "solvable": solvable.ok, "provenance": provenance})
+
+
+def verification_producer(cfg: TeacherConfig) -> str:
+    """Who verified: the deterministic replay/solvability checks, plus the teacher model when it ran."""
+    if not cfg.enabled:
+        return "offline (replay + solvability checks; teacher not run)"
+    return f"replay + solvability checks + teacher openai:{cfg.model or 'endpoint default model'} (pass@{cfg.pass_k})"
 
 
 def _apply_teacher(record: TaskRecord, result: TeacherResult) -> TaskRecord | QuarantineRecord:
@@ -534,7 +584,9 @@ def _apply_teacher(record: TaskRecord, result: TeacherResult) -> TaskRecord | Qu
     if result.status == "failed":
         detail = "trace scores " + ", ".join(f"{s.trace_score:.2f}" for s in result.attempts)
         return _drop(record, "teacher_failed", detail)
-    return record.model_copy(update={"teacher_status": result.status, "pass_at_k": result.pass_at_k})
+    return record.model_copy(
+        update={"teacher_status": result.status, "pass_at_k": result.pass_at_k, "solve_rate": result.solve_rate}
+    )
 
 
 def _select_env(
@@ -544,9 +596,14 @@ def _select_env(
     *,
     threads: ThreadPoolExecutor,
     pool: SandboxPool | None,
+    quality: QualityConfig,
 ) -> tuple[list[TaskRecord], list[QuarantineRecord]]:
-    """Walk the diversity order in waves, running the teacher only on as many tasks as the cap still needs."""
-    queue = diversity_order(candidates)
+    """Walk the diversity order in waves, running the teacher only on as many tasks as the cap still needs.
+
+    Tasks the quality stage will keep (and multi-stage ones) come first, so the cap fills with them.
+    """
+    schemas = {s.name: s for s in env.schemas}
+    queue = diversity_order(candidates, lambda r: quality_tier(r, schemas, quality))
     kept: list[TaskRecord] = []
     dropped: list[QuarantineRecord] = []
     while queue and len(kept) < cfg.max_tasks_per_env:
@@ -570,6 +627,7 @@ def verify_tasks(
     cfg: VerifyConfig | None = None,
     *,
     pool: SandboxPool | None = None,
+    quality: QualityConfig | None = None,
 ) -> VerifyOutcome:
     """Verify task records: replay, solvability, teacher Pass@k (or not run), per-environment cap.
 
@@ -578,6 +636,7 @@ def verify_tasks(
         envs: env_id -> loaded `Environment`.
         cfg: Verification config; default `VerifyConfig()` (teacher not run, cap 10).
         pool: Warm sandbox workers shared by every session; default a new worker per session.
+        quality: Quality checks that rank each environment's tasks before the cap (default `QualityConfig()`).
 
     Returns:
         Kept records with `replay_ok`, `solvable`, `teacher_status`, `pass_at_k` set, the quarantined ones
@@ -601,7 +660,8 @@ def verify_tasks(
     kept: list[TaskRecord] = []
     with ThreadPoolExecutor(max_workers=cfg.teacher.max_concurrency, thread_name_prefix="teacher") as threads:
         for env_id in sorted(by_env):
-            env_kept, env_dropped = _select_env(by_env[env_id], envs[env_id], cfg, threads=threads, pool=pool)
+            env_kept, env_dropped = _select_env(by_env[env_id], envs[env_id], cfg, threads=threads, pool=pool,
+                                                quality=quality or QualityConfig())  # fmt: skip
             kept += env_kept
             dropped += env_dropped
     counts = Counter(q.reason for q in dropped)

@@ -26,7 +26,10 @@ class TeacherConfig(StrictModel):
     base_url: str | None = Field(default=None, description="OpenAI-compatible base URL ending in /v1; None = skip.")
     model: str | None = Field(default=None, description="Model name; None = first model listed by GET /models.")
     api_key_env: str = Field(default="OPENAI_API_KEY", description="Environment variable holding the API key.")
-    k: int = Field(default=8, ge=1, description="Attempts per task (paper: Pass@8).")
+    k: int = Field(default=8, ge=1, description="Attempts per task, n of pass@k (paper: Pass@8).")
+    pass_k: int = Field(
+        default=4, ge=1, description="k of the unbiased pass@k recorded per task (capped at the attempts)."
+    )
     max_turns: int = Field(default=12, ge=1, description="Most model calls in one attempt.")
     temperature: float = Field(default=0.7, ge=0, description="Sampling temperature (attempts should differ).")
     timeout_s: float = Field(default=60.0, gt=0, description="Per-request timeout in seconds.")

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from datasets import load_dataset
 
-from data.gust import gust_features, read_gust, record_to_row, write_gust
+from data.gust import gust_features, read_gust, record_to_row, update_quality, write_gust
 from data.models import GoldenTrace
 from gustforge.errors import InputError
 from tests.data._gust_fixtures import make_record
@@ -96,8 +96,39 @@ class TestCardAndFigure:
         recs = [make_record(i, pass_at_k=p) for i, p in enumerate([0.25, 1.0])]
         out = write_gust(recs, tmp_path / "gust", seed=0, filters_run={**FILTERS, "teacher_pass_at_k": True})
         card = (out / "README.md").read_text(encoding="utf-8")
-        assert "| pass@k | mean 0.62, min 0.25, max 1 |" in card
+        assert "| pass@k (unbiased) | mean 0.62, min 0.25, max 1 |" in card
         assert "did **not** run for any task" not in card
+
+    def test_solve_rate_is_its_own_column(self, tmp_path):
+        rec = make_record(1, pass_at_k=1.0).model_copy(update={"solve_rate": 0.25})
+        out = write_gust([rec], tmp_path / "gust", seed=0, filters_run=FILTERS)
+        (back,) = read_gust(out)
+        assert back.pass_at_k == 1.0 and back.solve_rate == 0.25
+        assert "| solve rate | mean 0.25, min 0.25, max 0.25 |" in (out / "README.md").read_text(encoding="utf-8")
+
+    def test_card_states_when_templates_wrote_the_data(self, tmp_path):
+        provenance = {"role:tasks": "offline (deterministic templates)", "role:graphs": "openai:judge-model"}
+        rec = make_record(1).model_copy(update={"provenance": provenance})
+        card = (write_gust([rec], tmp_path / "g", seed=0, filters_run=FILTERS) / "README.md").read_text("utf-8")
+        assert "| tasks | offline (deterministic templates) | 1 |" in card
+        assert "| graphs | openai:judge-model | 1 |" in card and "| db | not recorded | 1 |" in card
+        assert "Deterministic templates, not a language model, wrote the parts marked `offline`" in card
+
+    def test_quality_table_and_panel(self, tmp_path):
+        report = {"embedder": "minilm", "dropped": {"noop_write": 2},
+                  "dataset": {"tasks": 5, "single_stage_share": 0.2, "noop_write_task_share": 0.0},
+                  "targets": [{"metric": "single_stage_share", "value": 0.2, "target": "<=0.10", "met": False}]}
+        recs = [make_record(1)]
+        plain = write_gust(recs, tmp_path / "a", seed=0, filters_run=FILTERS)
+        measured = write_gust(recs, tmp_path / "b", seed=0, filters_run=FILTERS, quality_report=report)
+        card = (measured / "README.md").read_text("utf-8")
+        assert "| single-stage tasks (no dependency used) | 0.2 | <=0.10 ✗ missed |" in card
+        assert "`noop_write` 2" in card and "measured with: minilm" in card
+        assert "Quality was **not measured**" in (plain / "README.md").read_text("utf-8")
+        assert (plain / "stats.png").read_bytes() != (measured / "stats.png").read_bytes()
+        update_quality(plain, recs, report)  # `gust quality` replaces the section in place
+        assert (plain / "README.md").read_text("utf-8").count("## Quality") == 1
+        assert "<=0.10 ✗ missed" in (plain / "README.md").read_text("utf-8")
 
     def test_figure_is_a_png_and_shows_the_teacher_panel(self, tmp_path):
         not_run = write_gust([make_record(1)], tmp_path / "a", seed=0, filters_run=FILTERS) / "stats.png"

@@ -95,7 +95,7 @@ def test_unchanged_rerun_does_no_stage_work(first_build: Built) -> None:
     before = _parquet_bytes(cfg.out)
     again, states = _run(cfg)
     work = {name: state for name, state in states.items() if name.startswith(("ingest", "envgen", "tdg", "sample",
-            "reconstruct", "tasks", "verify", "export", "convert"))}  # fmt: skip
+            "reconstruct", "tasks", "verify", "quality", "export", "convert"))}  # fmt: skip
     assert work and all(state == "Cached" for state in work.values()), work
     assert again.gust_rows == summary.gust_rows and _parquet_bytes(cfg.out) == before
 
@@ -108,7 +108,7 @@ def test_editing_verify_config_reruns_only_verify_and_export(first_build: Built)
         stage = name.split("-")[0]
         if stage in {"ingest", "envgen", "tdg", "sample", "reconstruct", "tasks"}:
             assert state == "Cached", (name, state)
-        elif stage in {"verify", "export", "convert"}:
+        elif stage in {"verify", "quality", "export", "convert"}:
             assert state == "Completed", (name, state)
     frame = pd.concat(pd.read_parquet(p) for p in sorted((cfg.out / "gust").rglob("*.parquet")))
     assert frame.groupby("env_id").size().max() == 1 and len(frame) == summary.gust_rows

@@ -43,7 +43,7 @@ def test_editing_one_stage_config_keeps_upstream_keys() -> None:
     edited = load_config(None, ["verify.max_tasks_per_env=3"])
     keys = {s: (pipeline.stage_config_key(s, base), pipeline.stage_config_key(s, edited)) for s in pipeline.STAGE_ORDER}
     unchanged = [s for s, (a, b) in keys.items() if a == b]
-    assert unchanged == ["envgen", "tdg", "sample", "reconstruct", "tasks", "export", "convert"]
+    assert unchanged == ["envgen", "tdg", "sample", "reconstruct", "tasks", "quality", "export", "convert"]
     tdg_edit = load_config(None, ["tdg.max_stages=3"])
     assert pipeline.stage_config_key("envgen", tdg_edit) == pipeline.stage_config_key("envgen", base)
     assert pipeline.stage_config_key("sample", tdg_edit) != pipeline.stage_config_key("sample", base)

@@ -147,3 +147,53 @@ def test_random_walk_follows_edges_one_tool_per_stage() -> None:
         tools = [stage[0] for stage in walk.stages]
         assert all(len(stage) == 1 for stage in walk.stages) and 1 <= len(tools) <= 3
         assert all(dag.has_edge(u, v) for u, v in zip(tools, tools[1:], strict=False))
+
+
+def _param_edge(dag, src: str, dst: str, param: str) -> None:
+    dag.add_edge(src, dst, type="parameter", evidence=f"{src}.response.{param} -> {dst}.{param}")
+
+
+def test_alternative_providers_of_one_argument_need_only_one():
+    import networkx as nx
+
+    from tdg.dus import requirements
+
+    dag = nx.DiGraph(env_id="e", graph_index=0)
+    for src in ("get_order", "list_orders", "create_order"):
+        _param_edge(dag, src, "ship_order", "order_id")
+    _param_edge(dag, "get_carrier", "ship_order", "carrier_id")
+    assert requirements(dag, "ship_order") == [frozenset({"get_carrier"}), frozenset({"create_order", "get_order",
+                                                                                      "list_orders"})]
+    for seed in range(20):
+        skeleton = sample_skeleton(dag, max_parallel=1, max_stages=6, seed=seed)
+        tools = [t for stage in skeleton.stages for t in stage]
+        if "ship_order" in tools:
+            before = set(tools[: tools.index("ship_order")])
+            assert "get_carrier" in before and before & {"get_order", "list_orders", "create_order"}
+    # with one stage of width 2 both requirements can be met at once and ship_order follows directly
+    reached = [sample_skeleton(dag, max_parallel=2, max_stages=2, seed=s).stages for s in range(40)]
+    assert any(len(st) == 2 and "ship_order" in st[1] for st in reached)
+
+
+def test_a_terminal_tool_is_the_lone_finale():
+    import networkx as nx
+
+    dag = nx.DiGraph(env_id="e", graph_index=0)
+    _param_edge(dag, "create_order", "cancel_order", "order_id")
+    _param_edge(dag, "create_order", "update_order", "order_id")
+    _param_edge(dag, "create_order", "get_order", "order_id")
+    for seed in range(25):
+        stages = sample_skeleton(dag, max_parallel=3, max_stages=6, seed=seed).stages
+        tools = [t for stage in stages for t in stage]
+        if "cancel_order" in tools:
+            assert stages[-1] == ("cancel_order",)
+
+
+def test_coverage_sampling_rejects_single_stage_skeletons_of_a_graph_with_edges():
+    import networkx as nx
+
+    dag = nx.DiGraph(env_id="e", graph_index=0)
+    _param_edge(dag, "find_user", "get_user", "user_id")
+    dag.add_nodes_from(["weather", "time", "calc"])
+    result = sample_skeletons_for_coverage([dag], env_id="e", min_skeletons=5, max_skeletons=8, seed=1)
+    assert result.skeletons and all(len(s.stages) > 1 for s in result.skeletons)

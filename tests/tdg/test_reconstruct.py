@@ -111,7 +111,8 @@ def test_env_without_edges_yields_single_stage_traces() -> None:
     skeletons = [sample_skeleton(dag, max_parallel=3, seed=s) for s in range(4)]
     assert all(len(s.stages) == 1 for s in skeletons)
     result = reconstruct_all(env, [dag], skeletons, seed=0)
-    assert result.report.produced == len({s.stages for s in skeletons})
+    assert result.report.produced + result.report.dropped.get("duplicate_trace", 0) == len(skeletons)
+    assert result.report.produced >= len({s.stages for s in skeletons})
     assert all(len(t.stages) == 1 and not t.edges_used for t in result.traces)
     assert all(not c.dependency_args for t in result.traces for c in t.stages[0].calls)
 
@@ -177,3 +178,59 @@ def test_state_constraints_are_met_by_redrawing_arguments() -> None:
 
     single, redrawn = produced(1), produced(6)
     assert redrawn >= 6 and redrawn > single
+
+
+class TestSoundTraces:
+    """Item 2 of issue 10: updates change something, picks are determined, nothing acts on an ended record."""
+
+    @pytest.fixture(scope="class")
+    def sound(self) -> tuple[Environment, list[Any]]:
+        env = _shop()
+        dags = _dags(env)
+        coverage = sample_skeletons_for_coverage(dags, env_id=env.env_id, min_skeletons=10, max_skeletons=12, seed=5)
+        result = reconstruct_all(env, dags, coverage.skeletons, seed=2)
+        assert len(result.traces) >= 3
+        return env, result.traces
+
+    def test_every_update_changes_the_db(self, sound) -> None:
+        env, traces = sound
+        updates = [c for t in traces for s in t.stages for c in s.calls if env.schema(c.name).kind.value == "update"]
+        assert updates and all(c.db_changed for c in updates)
+        assert all(c.db_changed is False for t in traces for s in t.stages for c in s.calls
+                   if env.schema(c.name).kind.value == "read")  # fmt: skip
+
+    def test_every_list_pick_is_singled_out_by_a_recorded_rule(self, sound) -> None:
+        from tdg.quality import list_pick
+
+        _, traces = sound
+        picks = 0
+        for trace in traces:
+            outputs: dict[str, Any] = {}
+            for stage in trace.stages:
+                for call in stage.calls:
+                    for arg, source in call.dependency_args.items():
+                        tool, path = source.split(".", 1)
+                        picked = list_pick(outputs[tool], path)
+                        distinct = picked and len({canonical_json(_value_at(e, path.rsplit("].", 1)[-1]))
+                                                    if "]." in path else canonical_json(e) for e in picked[1]}) > 1
+                        if distinct:
+                            picks += 1
+                            assert call.pick_criteria.get(arg, "").startswith(("field=", "position=first"))
+                    outputs[call.name] = call.output
+        assert picks >= 1
+
+    def test_no_stage_conflicts_and_nothing_acts_after_a_delete(self, sound) -> None:
+        from data.models import TaskText
+        from tdg.quality import QualityConfig, analyze_task
+        from tdg.taskgen import make_task_record
+
+        env, traces = sound
+        schemas = {s.name: s for s in env.schemas}
+        for trace in traces:
+            found = analyze_task(make_task_record(trace, TaskText(user_query="x"), env, seed=0), schemas,
+                                 QualityConfig())  # fmt: skip
+            assert found.conflicting_stages == () and found.after_terminal == () and found.noop_writes == ()
+            assert found.placeholder_values == ()
+            names = [c.name for s in trace.stages for c in s.calls]
+            if "delete_order" in names:  # a terminal tool is the finale, alone in the last stage
+                assert trace.stages[-1].calls[0].name == "delete_order" and len(trace.stages[-1].calls) == 1

@@ -45,7 +45,7 @@ class TestWriteTaskOffline:
     def test_states_every_context_value_and_hides_dependency_values(self, env, credit_trace, offline):
         text = write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=3)
         query, everything = text.user_query, _task_text(text)
-        assert '"Ann Lee"' in query and "amount 5" in query
+        assert '"Ann Lee"' in query and " 5" in query
         # dependency values (user_id u1 from find_user, account acc-7 from get_user) stay implicit
         for hidden in ("u1", "acc-7"):
             assert hidden not in everything
@@ -59,14 +59,27 @@ class TestWriteTaskOffline:
                 for value in stated_arguments(call).values():
                     assert json.dumps(value).strip('"') in text.user_query
 
-    def test_dialogue_plays_the_information_gap(self, env, credit_trace, offline):
-        text = write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=3)
-        roles = [t["role"] for t in text.dialogue_history]
-        assert roles == ["user", "assistant", "user"]
-        assert "Ann Lee" not in text.dialogue_history[0]["content"]
-        assert "Ann Lee" in text.dialogue_history[2]["content"]
-        assert len(text.reasoning_chain) == 3
-        assert "taking account_id from the output get_user.user.account_id" in text.reasoning_chain[2]
+    def test_dialogue_plays_the_information_gap_without_repeating_the_query(self, env, credit_trace, offline):
+        texts = [write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=s)
+                 for s in range(16)]
+        with_history = [t for t in texts if t.dialogue_history]
+        assert with_history and len(with_history) < len(texts)  # seeds vary the shape
+        for text in with_history:
+            assert [t["role"] for t in text.dialogue_history] == ["user", "assistant"]
+            goal = text.dialogue_history[0]["content"]
+            assert "Ann Lee" not in goal and "Ann Lee" in text.user_query
+            assert goal not in text.user_query  # the query is the next user turn, not a repeat
+        for text in texts:
+            assert len(text.reasoning_chain) == 3
+            assert "taking account_id from the output get_user.user.account_id" in text.reasoning_chain[2]
+
+    def test_never_quotes_descriptions_tool_names_or_steps(self, env, credit_trace, offline):
+        for seed in range(12):
+            text = _task_text(write_task(credit_trace, env, incoming_edges=(), client=offline, seed=seed)).lower()
+            for schema in env.schemas:
+                assert schema.name not in text
+                assert schema.description.rstrip(".").lower() not in text
+            assert "stage" not in text and "step" not in text
 
     def test_deterministic_for_a_seed(self, env, credit_trace, offline):
         texts = {write_task(credit_trace, env, incoming_edges=(), client=offline, seed=s).user_query for s in range(12)}
@@ -119,7 +132,10 @@ class TestTaskRecord:
         assert record.tools == ("get_user", "find_user", "add_balance", "get_balance")
         assert record.graph_complexity == graph_complexity(credit_trace) == 3 + 2
         assert record.teacher_status == "not_run" and record.pass_at_k is None and record.replay_ok is None
-        assert set(record.provenance) == {"toolset_id", "schemas_sha256", "tools_source_sha256", "initial_db_sha256"}
+        roles = {f"role:{part}" for part in ("schemas", "db", "code", "graphs", "tasks")}
+        assert set(record.provenance) == {"toolset_id", "schemas_sha256", "tools_source_sha256", "initial_db_sha256",
+                                          *roles}
+        assert record.provenance["role:tasks"] == "offline (deterministic templates)"
         assert record.task_id == make_task_record(credit_trace, text, env, seed=2).task_id
         other = text.model_copy(update={"user_query": text.user_query + "!"})
         assert make_task_record(credit_trace, other, env, seed=2).task_id != record.task_id
@@ -134,3 +150,26 @@ class TestTaskRecord:
 def test_output_schema_accepts_the_offline_writer():
     role = make_task_writer_role()
     assert role.output_schema is TASK_OUTPUT_SCHEMA
+
+
+def test_the_goal_is_not_the_step_list_and_picks_are_stated_once():
+    from tdg.taskgen import offline_task
+
+    names = [f"send_{w}" for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")]
+    products = {"status": "success", "message": "ok",
+                "products": [{"product_id": "P1", "name": "Hose"}, {"product_id": "P2", "name": "Rake"}]}  # fmt: skip
+    pick = {"arguments": {"product_id": "P2"}, "output": {"status": "success", "message": "ok"},
+            "dependency_args": {"product_id": "list_products.products[1].product_id"},
+            "pick_criteria": {"product_id": "field=name"}}  # fmt: skip
+    stages = [{"calls": [{"name": "list_products", "arguments": {}, "output": products}]},
+              {"calls": [{"name": "get_product", **pick}, {"name": "check_product", **pick}]},
+              *({"calls": [{"name": n, "arguments": {}, "output": {"status": "success", "message": "ok"}}]}
+                for n in names)]  # fmt: skip
+    definitions = [{"name": n, "kind": "action"} for n in names] + [
+        {"name": n, "kind": "read"} for n in ("list_products", "get_product", "check_product")]
+    inputs = {"golden_trace_json": {"trace_id": "t", "stages": stages}, "tool_definitions_json": definitions,
+              "dependency_edges_json": [], "stated_values_json": [], "pick_criteria_json": [], "seed": 1}  # fmt: skip
+    query = offline_task(inputs)["user_query"]
+    assert sum(f"send the {w}" in query for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")) == 4
+    assert "send the alpha" in query and "send the foxtrot" in query
+    assert query.count('"Rake"') == 1

@@ -60,13 +60,22 @@ def _teacher(server: FakeOpenAIServer, **kw) -> TeacherConfig:
     return TeacherConfig(base_url=server.base_url, backoff_base_s=0.0, **{"k": 3, "model": "fake-model", **kw})
 
 
+def _agent_turn(request: dict) -> int:
+    """How many times the agent already answered after the task's last user message."""
+    messages = request["messages"]
+    last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    return sum(m["role"] == "assistant" for m in messages[last_user + 1 :])
+
+
 def _responder_by_task(scripts: dict[str, list[dict]]):
     """Pick the script by a word of the last user message, the turn by the assistant messages so far."""
 
     def respond(request: dict) -> dict:
-        query = [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
-        script = next(s for key, s in scripts.items() if key in query)
-        turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1  # minus the dialogue's own turn
+        messages = request["messages"]
+        last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        text = " ".join(str(m.get("content") or "") for m in messages[: last_user + 1] if m["role"] != "system")
+        script = next(s for key, s in scripts.items() if key in text)
+        turn = sum(m["role"] == "assistant" for m in messages[last_user + 1 :])  # the agent's turns so far
         return script[turn]
 
     return respond
@@ -166,14 +175,17 @@ class TestTeacher:
         ]
 
         def respond(request: dict) -> dict:
-            turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1
+            messages = request["messages"]
+            last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+            turn = sum(m["role"] == "assistant" for m in messages[last_user + 1 :])
             return (GOOD_CREDIT if request["seed"] % 4 == 0 else wrong)[turn]
 
         with FakeOpenAIServer(respond, model="listed-model") as server:
             result = run_teacher(records[0], env, _teacher(server, k=4, model=None))
             assert {r["model"] for r in server.requests} == {"listed-model"}  # taken from GET /v1/models
             assert sorted({r["seed"] for r in server.requests}) == [0, 1, 2, 3]  # one request seed per attempt
-        assert result.status == "passed" and result.pass_at_k == 0.25
+        # 1 of n=4 attempts solved: solve rate 1/4; unbiased pass@4 over 4 attempts = 1
+        assert result.status == "passed" and result.solve_rate == 0.25 and result.pass_at_k == 1.0
         assert [a.trace_score for a in result.attempts] == [1.0, 0.5, 0.5, 0.5]  # 2 of 3 calls, DB differs
         assert result.attempts[1].turn_rewards == (1.0, 1.0, 0.0)
 
@@ -213,7 +225,7 @@ class TestTeacher:
         ]
 
         def respond(request: dict) -> dict:
-            return script[sum(m["role"] == "assistant" for m in request["messages"]) - 1]
+            return script[_agent_turn(request)]
 
         with FakeOpenAIServer(respond) as server:
             result = run_teacher(records[0], env, _teacher(server, k=1))
@@ -231,7 +243,7 @@ class TestTeacher:
             if not failed:
                 failed.append(1)
                 raise FakeHTTPError(429, "slow down")
-            turn = sum(m["role"] == "assistant" for m in request["messages"]) - 1
+            turn = _agent_turn(request)
             return GOOD_CREDIT[turn]
 
         with FakeOpenAIServer(respond) as server:
@@ -267,8 +279,9 @@ class TestSelection:
             )
         order = [r.trace.trace_id for r in diversity_order(records)]
         assert "parallel" in order[:2] and order[2].startswith("credit")  # the repeated tool set goes last
+        # the quality ranking puts the single-stage "parallel" task (no dependency used) after the chained ones
         outcome = verify_tasks([*records, records[0]], {"bank": env}, VerifyConfig(max_tasks_per_env=2))
-        assert {r.trace.trace_id for r in outcome.kept} == set(order[:2])
+        assert {r.trace.trace_id for r in outcome.kept} == {"credit", "credit2"}
         assert sorted(q.reason for q in outcome.dropped) == ["duplicate", "env_cap"]
         assert outcome.report.inputs == 4 and outcome.report.balanced
 
@@ -292,3 +305,28 @@ def test_verified_records_export_and_read_back(tmp_path, env, records):
         outcome.kept, tmp_path / "gust", seed=0, filters_run={"replay": True, "teacher_pass_at_k": False}
     )
     assert read_gust(folder) == list(outcome.kept)
+
+
+def test_pass_at_k_is_the_unbiased_estimator():
+    from tdg.verify import pass_at_k
+
+    assert pass_at_k(4, 1, 2) == pytest.approx(0.5)  # 1 - C(3,2)/C(4,2)
+    assert pass_at_k(8, 2, 4) == pytest.approx(1 - 15 / 70)
+    assert pass_at_k(8, 0, 8) == 0.0 and pass_at_k(8, 1, 1) == pytest.approx(1 / 8)
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+
+
+def test_the_cap_fills_with_tasks_the_quality_stage_keeps(env, records):
+    from tdg.quality import QualityConfig
+    from tdg.verify import diversity_order, quality_tier
+
+    schemas = {s.name: s for s in env.schemas}
+    leaked = records[0].model_copy(update={"task_id": "zz-leaky", "text": records[0].text.model_copy(
+        update={"user_query": records[0].text.user_query + " Use find_user first."})})  # fmt: skip
+    assert quality_tier(leaked, schemas, QualityConfig()) == 2
+    assert quality_tier(records[0], schemas, QualityConfig()) < 2
+    ordered = diversity_order([leaked, *records], lambda r: quality_tier(r, schemas, QualityConfig()))
+    assert ordered[-1].task_id == "zz-leaky"
+    capped = verify_tasks([leaked, records[0]], {"bank": env}, VerifyConfig(max_tasks_per_env=1))
+    assert [r.task_id for r in capped.kept] == [records[0].task_id]

@@ -1,0 +1,75 @@
+"""`gust quality OUT`: measure a built run folder's tasks (tdg.quality) and record the result.
+
+Writes `OUT/reports/quality.json`, the quality table of the dataset card and the quality panel of the statistics
+figure, and prints every metric against its target. Measures only: the build's `quality` stage is what drops tasks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["quality"]
+
+console = Console()
+
+
+def quality(
+    out: Annotated[Path, typer.Argument(help="A `gust build` run folder (holding gust/ and envs/).")],
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="quality.KEY=VALUE (repeat).")] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a target is missed.")] = False,
+) -> None:
+    """Measure OUT's tasks: reports/quality.json, the card's quality table and the figure's quality panel."""
+    from data.gust import read_gust, update_quality
+    from data.io import write_json
+    from gustforge.config import load_config
+    from gustforge.errors import GustError
+    from tdg.quality import assess, load_env_schemas
+
+    gust_dir, envs_dir = out / "gust", out / "envs"
+    if not gust_dir.is_dir() or not envs_dir.is_dir():
+        console.print(f"[bold red]error:[/] {out} has no gust/ and envs/ folders; run `gust build --out {out}` first")
+        raise typer.Exit(2)
+    try:
+        cfg = load_config(None, overrides, out=out).quality
+        records = read_gust(gust_dir)
+    except GustError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    schemas, mutation = {}, {}
+    for env_dir in sorted(p for p in envs_dir.iterdir() if (p / "schemas.json").is_file()):
+        schemas[env_dir.name], score = load_env_schemas(env_dir)
+        if score is not None:
+            mutation[env_dir.name] = score
+    outcome = assess(records, schemas, cfg, drop=False, mutation_scores=mutation)
+    report = outcome.quality
+    previous = out / "reports" / "quality.json"
+    if previous.is_file():  # keep what the build's quality stage measured before its drops
+        earlier = json.loads(previous.read_text(encoding="utf-8"))
+        report = report.model_copy(update={"candidates": earlier.get("candidates"),
+                                           "dropped": earlier.get("dropped") or {}})  # fmt: skip
+    write_json(previous, report)
+    update_quality(gust_dir, records, report.model_dump(mode="json"))
+    _print(report.dataset, report.targets, report.embedder, previous)
+    if strict and not all(row["met"] for row in report.targets):
+        raise typer.Exit(1)
+
+
+def _print(dataset: dict, targets: list[dict], embedder: str, path: Path) -> None:
+    table = Table(title=f"gust quality → {path}")
+    for column in ("metric", "value", "target", "met"):
+        table.add_column(column)
+    shown = {row["metric"] for row in targets}
+    for row in targets:
+        table.add_row(row["metric"], str(row["value"]), row["target"], "yes" if row["met"] else "[red]NO[/]")
+    for key, value in dataset.items():
+        if key not in shown and isinstance(value, int | float):
+            table.add_row(key, str(value), "", "")
+    console.print(table)
+    console.print(f"near-duplicates: {embedder}; stages per task: {dataset['stages_distribution']}; "
+                  f"calls per task: {dataset['calls_distribution']}")  # fmt: skip

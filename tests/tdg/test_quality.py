@@ -1,0 +1,256 @@
+"""Quality checks pinned on small hand-made traces: each defect is flagged, its sound counterpart is not."""
+
+from __future__ import annotations
+
+import pytest
+
+from data.models import GoldenTrace, TaskRecord, TaskText, ToolKind, ToolSchema, TraceCall, TraceStage
+from tdg.quality import (
+    QualityConfig,
+    analyze_task,
+    assess,
+    failure_reasons,
+    near_duplicates,
+    summarize,
+    target_rows,
+    undetermined_picks,
+)
+
+CFG = QualityConfig(embedder="tfidf")
+
+
+def _schema(name: str, kind: ToolKind, description: str = "") -> ToolSchema:
+    return ToolSchema(
+        name=name,
+        raw_name=name,
+        description=description or f"Tool {name}.",
+        parameters={"type": "object", "properties": {}},
+        response={"type": "object"},
+        kind=kind,
+    )
+
+
+SCHEMAS = {s.name: s for s in (
+    _schema("list_products", ToolKind.READ, "List products in the catalogue, optionally filtered by category."),
+    _schema("get_order", ToolKind.READ),
+    _schema("search_orders", ToolKind.READ),
+    _schema("create_order", ToolKind.CREATE),
+    _schema("update_order", ToolKind.UPDATE),
+    _schema("cancel_order", ToolKind.UPDATE),
+    _schema("log_note", ToolKind.ACTION),
+)}  # fmt: skip
+
+PRODUCTS = {"status": "success", "message": "2 found",
+            "products": [{"product_id": "P1", "name": "Garden Hose"}, {"product_id": "P2", "name": "Rake"}]}  # fmt: skip
+ORDER = {"status": "success", "message": "ok", "order": {"order_id": "O1", "quantity": 2, "status": "open"}}
+
+
+def call(name: str, args: dict, output: dict | None = None, **extra) -> TraceCall:
+    return TraceCall(name=name, arguments=args, output=output or {"status": "success", "message": "ok"}, **extra)
+
+
+def task(*stages: tuple[TraceCall, ...], query: str = "Please help.", history: tuple = (), env: str = "shop",
+         task_id: str = "t1") -> TaskRecord:  # fmt: skip
+    trace = GoldenTrace(
+        trace_id=task_id,
+        env_id=env,
+        graph_index=0,
+        initial_db_hash="h",
+        final_db_hash="h",
+        stages=tuple(TraceStage(calls=s, db_hash_before="h", db_hash_after="h") for s in stages),
+    )
+    return TaskRecord(task_id=task_id, env_id=env, text=TaskText(user_query=query, dialogue_history=history),
+                      trace=trace, tools=tuple(SCHEMAS), graph_complexity=1, seed=0)  # fmt: skip
+
+
+def findings(record: TaskRecord):
+    return analyze_task(record, SCHEMAS, CFG)
+
+
+def _pick(text: str, criteria: dict | None = None, output: dict = PRODUCTS) -> TaskRecord:
+    order = call("create_order", {"product_id": "P2", "quantity": 3}, ORDER,
+                 dependency_args={"product_id": "list_products.products[1].product_id"},
+                 pick_criteria=criteria or {})  # fmt: skip
+    return task((call("list_products", {}, output),), (order,), query=text)
+
+
+class TestPicks:
+    def test_a_pick_nothing_singles_out_is_undetermined(self):
+        found = findings(_pick("Order 3 of something."))
+        assert found.undetermined_picks == ("create_order.product_id<-list_products.products[1].product_id (1 of 2)",)
+        assert failure_reasons(found, CFG) == ["undetermined_pick"]
+
+    def test_a_pick_by_a_stated_unique_attribute_is_determined(self):
+        assert findings(_pick('Order 3 of the "Rake", please.', {"product_id": "field=name"})).undetermined_picks == ()
+
+    def test_a_stated_position_rule_must_match_the_element(self):
+        first = _pick("Order 3 of the first product listed.", {"product_id": "position=first"})
+        assert findings(first).undetermined_picks  # element 1 is not the first
+        last = _pick("Order 3 of the last product listed.", {"product_id": "position=last"})
+        assert findings(last).undetermined_picks == ()
+
+    def test_a_list_of_one_or_of_equal_values_leaves_no_choice(self):
+        one = {**PRODUCTS, "products": PRODUCTS["products"][:2]}
+        one["products"] = [{"product_id": "P2", "name": "Rake"}, {"product_id": "P2", "name": "Rake"}]
+        assert findings(_pick("Order 3.", output=one)).undetermined_picks == ()
+
+    def test_verify_reuses_the_check(self):
+        record = _pick("Order 3 of something.")
+        assert undetermined_picks(record.trace, record.text) and not undetermined_picks(
+            record.trace, TaskText(user_query='The "Rake" please.')
+        )
+
+
+class TestWrites:
+    def test_a_recorded_no_op_update_is_flagged_a_change_is_not(self):
+        noop = call("update_order", {"order_id": "O1", "quantity": 2}, ORDER, db_changed=False)
+        change = call("update_order", {"order_id": "O1", "quantity": 5}, ORDER, db_changed=True)
+        assert findings(task((noop,))).noop_writes == ("update_order",)
+        assert findings(task((change,))).noop_writes == ()
+
+    def test_an_update_copying_the_current_value_is_flagged_without_a_record(self):
+        copied = call(
+            "update_order",
+            {"order_id": "O1", "quantity": 2},
+            ORDER,
+            dependency_args={"order_id": "get_order.order.order_id", "quantity": "get_order.order.quantity"},
+        )
+        stated = call(
+            "update_order",
+            {"order_id": "O1", "quantity": 7},
+            ORDER,
+            dependency_args={"order_id": "get_order.order.order_id"},
+            context_args=("quantity",),
+        )
+        assert findings(task((call("get_order", {"order_id": "O1"}, ORDER),), (copied,))).noop_writes
+        assert not findings(task((call("get_order", {"order_id": "O1"}, ORDER),), (stated,))).noop_writes
+
+    def test_a_write_after_a_cancel_is_flagged_a_read_is_not(self):
+        cancelled = {"status": "success", "message": "ok", "order": {"order_id": "O1", "status": "cancelled"}}
+        cancel = call("cancel_order", {"order_id": "O1"}, cancelled)
+        update = call("update_order", {"order_id": "O1", "quantity": 4}, ORDER)
+        assert findings(task((cancel,), (update,))).after_terminal == ("update_order",)
+        assert findings(task((cancel,), (call("get_order", {"order_id": "O1"}, cancelled),))).after_terminal == ()
+        assert "after_terminal_state" in failure_reasons(findings(task((cancel,), (update,))), CFG)
+
+    def test_a_read_showing_an_old_cancelled_record_is_no_transition(self):
+        old = {"status": "success", "message": "ok", "order": {"order_id": "O1", "status": "cancelled"}}
+        update = call("update_order", {"order_id": "O1", "quantity": 4}, ORDER)
+        assert findings(task((call("get_order", {"order_id": "O1"}, old),), (update,))).after_terminal == ()
+
+    def test_a_stage_mixing_a_write_and_a_call_on_the_same_record_conflicts(self):
+        write = call("update_order", {"order_id": "O1", "quantity": 4}, ORDER)
+        assert findings(task((write, call("get_order", {"order_id": "O1"}, ORDER)))).conflicting_stages == (0,)
+        assert findings(task((write, call("get_order", {"order_id": "O2"}, ORDER)))).conflicting_stages == ()
+        reads = (call("get_order", {"order_id": "O1"}, ORDER), call("search_orders", {"order_id": "O1"}, ORDER))
+        assert findings(task(reads)).conflicting_stages == ()
+
+
+class TestTextAndValues:
+    def test_placeholder_arguments(self):
+        assert findings(task((call("log_note", {"month": "sample month"}),))).placeholder_values
+        assert findings(task((call("log_note", {"month": "2025-03"}),))).placeholder_values == ()
+
+    def test_templated_db_fillers_are_measured(self):
+        filler = findings(task((call("log_note", {"command": "maple command 2", "city": "Oslo city"}),)))
+        assert filler.template_values == ("log_note.command='maple command 2'",)
+        assert "placeholder_value" not in failure_reasons(filler, CFG)  # measured, not dropped by default
+
+    def test_description_sentence_and_tool_name_leaks(self):
+        listing = (call("list_products", {}, PRODUCTS),)
+        quoted = task(listing, query="Please list products in the catalogue, optionally filtered by category.")
+        named = task(listing, query="Run list_products for me.")
+        plain = task(listing, query="What do you sell in the garden range?")
+        assert findings(quoted).description_leaks == ("list_products",)
+        assert findings(named).tool_name_leaks == ("list_products",)
+        assert findings(plain).description_leaks == findings(plain).tool_name_leaks == ()
+        assert failure_reasons(findings(quoted), CFG) == ["leaked_steps"]
+
+    def test_history_counts_as_shown_text(self):
+        history = ({"role": "user", "content": "Run list_products."}, {"role": "assistant", "content": "Sure."})
+        assert findings(task((call("list_products", {}, PRODUCTS),), history=history)).tool_name_leaks
+
+    def test_empty_reads(self):
+        empty = {"status": "success", "message": "0 found", "orders": [], "count": 0}
+        assert findings(task((call("search_orders", {"q": "x"}, empty),))).empty_reads == ("search_orders",)
+        assert findings(task((call("list_products", {}, PRODUCTS),))).empty_reads == ()
+
+    def test_echo_only_calls(self):
+        echo = call(
+            "log_note",
+            {"text": "hi"},
+            {
+                "status": "success",
+                "message": "done",
+                "event_id": "E1",
+                "result": {"tool": "log_note", "arguments": {"text": "hi"}},
+            },
+        )
+        computed = call("log_note", {"text": "hi"}, {"status": "success", "message": "done", "words": 1})
+        assert findings(task((echo,))).echo_only_calls == ("log_note",)
+        assert findings(task((computed,))).echo_only_calls == ()
+        assert failure_reasons(findings(task((echo,))), CFG) == ["echo_only"]
+        half = task((echo, computed))
+        assert "echo_only" not in failure_reasons(findings(half), CFG)  # by default only all-echo tasks drop
+        strict = QualityConfig(embedder="tfidf", max_echo_only_share=0.4)
+        assert failure_reasons(analyze_task(half, SCHEMAS, strict), strict) == ["echo_only"]
+
+    def test_single_stage_means_no_dependency_used(self):
+        one = task((call("get_order", {"order_id": "O1"}, ORDER),))
+        unrelated = task((call("get_order", {"order_id": "O1"}, ORDER),), (call("log_note", {"text": "a"}),))
+        chained = _pick('The "Rake".', {"product_id": "field=name"})
+        assert findings(one).single_stage and findings(unrelated).single_stage
+        assert not findings(chained).single_stage
+        assert failure_reasons(findings(one), CFG) == []  # measured, dropped only on request
+        strict = QualityConfig(embedder="tfidf", drop=("single_stage",))
+        assert failure_reasons(analyze_task(one, SCHEMAS, strict), strict) == ["single_stage"]
+
+
+class TestDataset:
+    def test_near_duplicates_flag_the_later_copy_only(self):
+        a = task(query="Cancel my order O1 placed yesterday for the garden hose.", task_id="a")
+        b = task(query="Cancel my order O1 placed yesterday for the garden hose.", task_id="b")
+        c = task(query="What is the weather in Lisbon tomorrow?", task_id="c")
+        dupes, label = near_duplicates([a, b, c], threshold=0.95, embedder="tfidf")
+        assert dupes == {"b"} and label.startswith("tfidf (lexical fallback")
+
+    def test_summary_counts_envs_without_tasks_and_coverage(self):
+        records = [_pick('The "Rake".', {"product_id": "field=name"})]
+        found = [findings(r) for r in records]
+        summary = summarize(found, {"shop": 7, "empty": 3}, set())
+        assert summary["tasks"] == 1 and summary["envs"] == 2 and summary["envs_with_tasks"] == 1
+        assert summary["median_tasks_per_env"] == 0.5
+        assert summary["tool_coverage"] == pytest.approx(2 / 10)
+        assert summary["stages_distribution"] == {"2": 1} and summary["calls_distribution"] == {"2": 1}
+
+    def test_targets(self):
+        rows = target_rows({"tasks": 700, "single_stage_share": 0.2}, {"tasks": ">=600", "single_stage_share": "<=0.1"})
+        assert [(r["metric"], r["met"]) for r in rows] == [("tasks", True), ("single_stage_share", False)]
+
+    def test_assess_drops_hard_failures_with_a_reason_and_balances(self):
+        good = _pick('The "Rake".', {"product_id": "field=name"})
+        bad = _pick("Anything.").model_copy(update={"task_id": "bad"})
+        outcome = assess([good, bad], {"shop": SCHEMAS}, CFG)
+        assert [r.task_id for r in outcome.kept] == [good.task_id]
+        assert [(q.item_id, q.reason, q.stage) for q in outcome.dropped] == [("bad", "undetermined_pick", "quality")]
+        assert outcome.report.balanced and outcome.quality.dropped == {"undetermined_pick": 1}
+        assert outcome.quality.candidates["undetermined_pick_task_share"] == 0.5
+        assert outcome.quality.dataset["undetermined_pick_task_share"] == 0.0
+        assert set(outcome.quality.per_env) == {"shop"}
+        measured = assess([good, bad], {"shop": SCHEMAS}, CFG, drop=False)
+        assert len(measured.kept) == 2 and measured.dropped == ()
+
+    def test_drop_list_is_configurable(self):
+        bad = _pick("Anything.")
+        keep_all = QualityConfig(embedder="tfidf", drop=())
+        assert failure_reasons(findings(bad), keep_all) == []
+        assert len(assess([bad], {"shop": SCHEMAS}, keep_all).kept) == 1
+
+
+def test_an_enum_value_is_never_a_placeholder():
+    schema = ToolSchema(name="set_state", raw_name="set_state", description="Set.", kind=ToolKind.UPDATE,
+                        parameters={"type": "object", "properties": {"status": {"enum": ["todo", "done"]}}},
+                        response={"type": "object"})  # fmt: skip
+    record = task((call("set_state", {"status": "todo"}),))
+    assert analyze_task(record, {**SCHEMAS, "set_state": schema}, CFG).placeholder_values == ()
+    assert analyze_task(record, SCHEMAS, CFG).placeholder_values  # without the enum "todo" is a placeholder

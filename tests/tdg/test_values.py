@@ -1,0 +1,45 @@
+"""Realistic reconstruction values: from the schema and the DB, shaped by the parameter's name, never 'sample X'."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from tdg.values import new_value, realistic_value, search_term
+
+
+def test_schema_hints_win():
+    rng = random.Random(0)
+    assert realistic_value("x", {"type": "string", "default": "EUR"}, rng) == "EUR"
+    assert realistic_value("x", {"type": "string", "examples": ["AAPL"]}, rng) == "AAPL"
+    assert realistic_value("order_ref", {"type": "string", "description": "Order id, e.g. ORD-001"}, rng) == "ORD-001"
+    assert re.fullmatch(r"2025-\d\d-\d\d", realistic_value("when", {"type": "string", "format": "date"}, rng))
+
+
+def test_names_shape_the_value_and_nothing_is_a_placeholder():
+    rng = random.Random(1)
+    assert re.fullmatch(r"[a-z]+\.[a-z]+@example\.com", realistic_value("contact_email", {}, rng))
+    assert re.fullmatch(r"2025-\d\d-\d\d", realistic_value("check_in_date", {}, rng))
+    assert len(realistic_value("customer_name", {}, rng).split()) == 2
+    for param in ("month", "query", "memory_dump_path", "foo", "notes"):
+        value = realistic_value(param, {}, random.Random(7))
+        assert not value.lower().startswith(("sample", "example")) and param not in value
+
+
+def test_new_value_differs_from_the_current_one_and_avoids_terminal_statuses():
+    db = {"orders": {"O1": {"status": "open", "qty": 2}, "O2": {"status": "shipped", "qty": 5}}}
+    for seed in range(20):
+        rng = random.Random(seed)
+        status = new_value("status", {"enum": ["open", "shipped", "cancelled"]}, "open", db, rng,
+                           avoid={"cancelled"}, default=lambda: "x")  # fmt: skip
+        assert status == "shipped"
+        qty = new_value("qty", {"type": "integer"}, 2, db, rng, default=lambda r=rng: r.randint(1, 9))
+        assert isinstance(qty, int) and qty != 2
+    assert new_value("status", {"enum": ["open"]}, "open", db, random.Random(0), default=lambda: "open") is None
+
+
+def test_search_terms_come_from_stored_records_of_the_entity():
+    db = {"books": {"B1": {"book_id": "B1", "title": "Dune Messiah"}}, "users": {"U1": {"name": "Ada Byron"}}}
+    for seed in range(5):
+        assert search_term("query", {"type": "string"}, db, "book", random.Random(seed)) in {"Dune", "Messiah"}
+    assert search_term("limit", {"type": "integer"}, db, "book", random.Random(0)) is None
