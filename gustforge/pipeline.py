@@ -569,7 +569,8 @@ def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     envs = {item["env_id"]: _load_env(item, out) for item in items}
     groups = [[TaskRecord.model_validate(r) for r in item["records"]] for item in items]
     with SandboxPool(size=teacher.max_concurrency if teacher.enabled else 1, limits=_sandbox_limits(cfg)) as pool:
-        outcomes = _parallel(lambda group: verify_tasks(group, envs, env_cfg, pool=pool, quality=cfg.quality), groups, env_workers)
+        outcomes = _parallel(lambda group: verify_tasks(group, envs, env_cfg, pool=pool, quality=cfg.quality),
+                             groups, env_workers)  # fmt: skip
     kept = sorted((r for o in outcomes for r in o.kept), key=lambda r: (r.env_id, r.task_id))
     dropped = [_teacher_outage(q) for o in outcomes for q in o.dropped]
     by_env: dict[str, list[Item]] = {}
