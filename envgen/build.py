@@ -149,6 +149,7 @@ class _BorrowedWorker:
         self._pool, self._seed = pool, seed
         self._lease: AbstractContextManager[SandboxWorker] | None = None
         self._worker: SandboxWorker | None = None
+        self.isolation: dict[str, str] = {}  # what the last borrowed worker reported (for the manifest)
 
     def load(self, source: str, db: dict[str, Any]) -> None:
         self.release()
@@ -156,6 +157,7 @@ class _BorrowedWorker:
         self._worker = self._lease.__enter__()
         try:
             self._worker.load(source, db)
+            self.isolation = dict(self._worker.isolation)
         except BaseException:
             self.release()
             raise
