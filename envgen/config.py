@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from data.models import StrictModel
+from envgen.limits import IngestLimits
 from gustforge.llm import LLMSettings
 
 __all__ = ["EnvGenConfig", "PAPER_MIN_TOOLS", "PAPER_MAX_TOOLS", "PAPER_MAX_PARAMS"]
@@ -56,6 +57,7 @@ class EnvGenConfig(StrictModel):
         default=2, ge=1, description="Warm sandbox workers (and build threads) used by `build_environments`."
     )
     test_budget_seconds: float = Field(default=60.0, gt=0, description="Wall budget of one tests-module run.")
+    limits: IngestLimits = Field(default_factory=IngestLimits, description="Depth/size/count limits of raw input.")
 
     @model_validator(mode="after")
     def _check_ranges(self) -> EnvGenConfig:
