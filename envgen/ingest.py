@@ -179,7 +179,9 @@ def _parse(path: Path, record_id: str, text: str, limits: IngestLimits) -> _Reco
     try:
         return _Record(str(path), record_id, text, json.loads(text))
     except json.JSONDecodeError as exc:
-        return _Record(str(path), record_id, text, error=f"malformed_json: {exc.msg} (line {exc.lineno} col {exc.colno})")
+        return _Record(
+            str(path), record_id, text, error=f"malformed_json: {exc.msg} (line {exc.lineno} col {exc.colno})"
+        )
     except RecursionError:
         return _Record(str(path), record_id, text, error="record_too_deep: nesting exceeds the JSON parser's limit")
 
@@ -504,10 +506,14 @@ def resolve_refs(schema: dict[str, Any], *, max_nodes: int | None = None) -> dic
 def _check_size(params: dict[str, Any], limits: IngestLimits) -> None:
     depth = json_depth(params)
     if depth > limits.max_schema_depth:
-        raise InputError(f"schema_too_deep: parameters nest {depth} levels > max_schema_depth={limits.max_schema_depth}")
+        raise InputError(
+            f"schema_too_deep: parameters nest {depth} levels > max_schema_depth={limits.max_schema_depth}"
+        )
     nodes = json_nodes(params)
     if nodes > limits.max_schema_nodes:
-        raise InputError(f"schema_too_large: parameters hold {nodes} values > max_schema_nodes={limits.max_schema_nodes}")
+        raise InputError(
+            f"schema_too_large: parameters hold {nodes} values > max_schema_nodes={limits.max_schema_nodes}"
+        )
 
 
 def _check_parameters(params: Any, limits: IngestLimits) -> dict[str, Any]:
@@ -525,7 +531,9 @@ def _check_parameters(params: Any, limits: IngestLimits) -> dict[str, Any]:
         _check_size(params, limits)
     chars = len(canonical_json(params))
     if chars > limits.max_schema_chars:
-        raise InputError(f"schema_too_large: parameters schema has {chars} chars > max_schema_chars={limits.max_schema_chars}")
+        raise InputError(
+            f"schema_too_large: parameters schema has {chars} chars > max_schema_chars={limits.max_schema_chars}"
+        )
     params = {k: v for k, v in params.items() if k != "$schema"}
     return {"type": "object", **params}
 
@@ -543,7 +551,9 @@ def _raw_tool(item: dict[str, Any], cfg: EnvGenConfig) -> RawTool:
     if not isinstance(name, str) or not name.strip():
         raise InputError(f"missing_tool_name: tool name is {name!r:.100}")
     if len(name) > cfg.limits.max_tool_name_chars:
-        raise InputError(f"tool_name_too_long: {len(name)} chars > max_tool_name_chars={cfg.limits.max_tool_name_chars}")
+        raise InputError(
+            f"tool_name_too_long: {len(name)} chars > max_tool_name_chars={cfg.limits.max_tool_name_chars}"
+        )
     description = item.get("description")
     description = description if isinstance(description, str) else ("" if description is None else str(description))
     output = item.get("output_schema")

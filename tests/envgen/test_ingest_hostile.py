@@ -13,8 +13,10 @@ from envgen.ingest import decode_bytes, json_depth, read_toolsets
 
 def _tools(params: dict | None = None, n: int = 3) -> list[dict]:
     params = params or {"type": "object", "properties": {"q": {"type": "string"}}}
-    return [{"type": "function", "function": {"name": f"tool_{i}", "description": "d", "parameters": params}}
-            for i in range(n)]
+    return [
+        {"type": "function", "function": {"name": f"tool_{i}", "description": "d", "parameters": params}}
+        for i in range(n)
+    ]
 
 
 def _nested(depth: int) -> dict:
@@ -49,8 +51,13 @@ def test_nesting_past_the_json_parser_is_a_reason(tmp_path: Path) -> None:
 
 
 def test_exponential_refs_are_too_large(tmp_path: Path) -> None:
-    defs = {f"d{i}": {"type": "object", "properties": {"a": {"$ref": f"#/$defs/d{i + 1}"},
-                                                       "b": {"$ref": f"#/$defs/d{i + 1}"}}} for i in range(30)}
+    defs = {
+        f"d{i}": {
+            "type": "object",
+            "properties": {"a": {"$ref": f"#/$defs/d{i + 1}"}, "b": {"$ref": f"#/$defs/d{i + 1}"}},
+        }
+        for i in range(30)
+    }
     defs["d30"] = {"type": "string"}
     params = {"type": "object", "properties": {"root": {"$ref": "#/$defs/d0"}}, "$defs": defs}
     (tmp_path / "bomb.json").write_text(json.dumps(_tools(params)))
