@@ -6,6 +6,7 @@ set: a user pointing at a real server (`PREFECT_API_URL`, e.g. backed by Postgre
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from gustforge.errors import GustError
 
-__all__ = ["configure_prefect_environment", "LocalServer", "local_server", "is_ephemeral"]
+__all__ = ["configure_prefect_environment", "LocalServer", "local_server", "is_ephemeral", "configured_api_url"]
 
 _DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # offline machines: no telemetry errors at server start
@@ -39,9 +40,18 @@ def configure_prefect_environment(out_dir: Path | None = None) -> None:
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")
 
 
+def configured_api_url() -> str | None:
+    """The Prefect API URL set by the environment, a profile or a test harness; None = ephemeral mode."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url
+
+
 def is_ephemeral() -> bool:
     """True when no Prefect server is configured: flows would run on a throw-away server of this process."""
-    return not os.environ.get("PREFECT_API_URL")
+    return not configured_api_url()
 
 
 def _free_port() -> int:
@@ -72,6 +82,25 @@ def _server_log() -> Path:
     return home / "gust-server.log"
 
 
+def _drain_prefect_workers(timeout: float = 3.0) -> None:
+    """Send the flow's last events and logs while the server still answers (else Prefect warns at exit)."""
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    previous = logging.root.manager.disable
+    logging.disable(max(previous, logging.WARNING))  # "Still processing items" is progress, not a problem
+    try:
+        for worker in (APILogWorker, EventsWorker):
+            try:
+                worker.drain_all(timeout=timeout, at_exit=False)
+            except Exception:  # best effort: a lost event never fails a finished run
+                continue
+    finally:
+        logging.disable(previous)
+
+
 class LocalServer:
     """Prefect's own API app (the one the ephemeral mode runs) on 127.0.0.1, in a session of its own.
 
@@ -84,7 +113,7 @@ class LocalServer:
         self.url: str | None = None
 
     def start(self) -> None:
-        if os.environ.get("PREFECT_API_URL"):
+        if configured_api_url():
             return
         port = _free_port()
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
@@ -104,6 +133,7 @@ class LocalServer:
         process, self.process = self.process, None
         if process is None:
             return
+        _drain_prefect_workers()
         if os.environ.get("PREFECT_API_URL") == self.url:
             del os.environ["PREFECT_API_URL"]
         process.terminate()
