@@ -24,9 +24,10 @@ from datasets import Features, List, Value
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from pydantic import Field
 
 from data.io import atomic_write_bytes, atomic_write_text
-from data.models import GoldenTrace, TaskRecord, TaskText
+from data.models import GoldenTrace, StrictModel, TaskRecord, TaskText
 from gustforge.errors import InputError
 from gustforge.hashing import canonical_json
 
@@ -40,6 +41,11 @@ __all__ = [
     "shard_names",
     "render_card",
     "render_stats_figure",
+    "Source",
+    "sources_of",
+    "card_license",
+    "license_near",
+    "REPO_PLACEHOLDER",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,6 +58,7 @@ GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
     ("task_id", Value("string"), "Content hash of the golden trace and task text."),
     ("env_id", Value("string"), "Executable environment the task runs in (`OUT/envs/<env_id>/`)."),
     ("tools", List(Value("string")), "Names of all tools the environment offers to the agent."),
+    ("tool_schemas", Value("string"), "JSON list of the OpenAI function-calling schemas of `tools` (same order)."),
     ("user_query", Value("string"), "The user-facing task."),
     ("dialogue_history", Value("string"), "JSON list of `{role, content}` turns preceding the task."),
     ("reasoning_chain", List(Value("string")), "Step-by-step plan linking the calls (annotation, not shown)."),
@@ -91,14 +98,18 @@ def _tools_used(trace: GoldenTrace) -> set[str]:
     return {call.name for stage in trace.stages for call in stage.calls}
 
 
-def record_to_row(record: TaskRecord) -> dict[str, Any]:
-    """Flatten a `TaskRecord` into one GUST row (nested values as canonical JSON text)."""
+def record_to_row(record: TaskRecord, tool_schemas: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Flatten a `TaskRecord` into one GUST row (nested values as canonical JSON text).
+
+    `tool_schemas`: the OpenAI function schemas of the record's environment (`schemas.json`); null when unknown.
+    """
     trace = record.trace
     used = _tools_used(trace)
     return {
         "task_id": record.task_id,
         "env_id": record.env_id,
         "tools": list(record.tools),
+        "tool_schemas": canonical_json(list(tool_schemas)) if tool_schemas is not None else None,
         "user_query": record.text.user_query,
         "dialogue_history": canonical_json([dict(turn) for turn in record.text.dialogue_history]),
         "reasoning_chain": list(record.text.reasoning_chain),
@@ -162,8 +173,9 @@ def write_gust(
     seed: int,
     filters_run: Mapping[str, bool],
     max_rows_per_shard: int = 10_000,
-    license_id: str = "apache-2.0",
+    license_id: str | None = None,
     pretty_name: str = "GUST (GUST Forge synthetic long-horizon tool-use tasks)",
+    envs_dir: Path | None = None,
 ) -> Path:
     """Write the GUST dataset folder: `data/train-*.parquet`, `README.md` (card) and `stats.png`.
 
@@ -173,8 +185,10 @@ def write_gust(
         seed: Build seed, recorded in the card.
         filters_run: Filter name -> whether it ran (e.g. `{"replay": True, "teacher_pass_at_k": False}`).
         max_rows_per_shard: Rows per parquet shard.
-        license_id: SPDX-style license id for the card header.
+        license_id: License id for the card header; None = derived from the inputs' licenses (see `sources_of`).
         pretty_name: Dataset title for the card.
+        envs_dir: The run's environments (`OUT/envs`, the default when it exists beside `out_dir`): gives every
+            row its `tool_schemas` and the card its sources.
 
     Returns:
         `out_dir`.
@@ -191,13 +205,23 @@ def write_gust(
     out_dir = Path(out_dir)
     for stale in (out_dir / _DATA_DIR).glob(_SHARD_GLOB):
         stale.unlink()
-    rows = [record_to_row(r) for r in ordered]
+    envs_dir = Path(envs_dir) if envs_dir is not None else out_dir.parent / "envs"
+    envs = _env_info(envs_dir, {r.env_id for r in ordered})
+    rows = [record_to_row(r, envs[r.env_id]["schemas"] if r.env_id in envs else None) for r in ordered]
     chunks = [rows[i : i + max_rows_per_shard] for i in range(0, len(rows), max_rows_per_shard)] or [[]]
     for name, chunk in zip(shard_names(len(chunks)), chunks, strict=True):
         atomic_write_bytes(out_dir / name, _parquet_bytes(chunk))
     atomic_write_text(
         out_dir / "README.md",
-        render_card(ordered, seed=seed, filters_run=filters_run, license_id=license_id, pretty_name=pretty_name),
+        render_card(
+            ordered,
+            seed=seed,
+            filters_run=filters_run,
+            license_id=license_id,
+            pretty_name=pretty_name,
+            sources=sources_of(ordered, envs),
+            makers=_makers(ordered, envs),
+        ),  # fmt: skip
     )
     atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered))
     logger.info("wrote %d GUST rows in %d shard(s) to %s", len(rows), len(chunks), out_dir)
@@ -234,9 +258,12 @@ def _env_tool_counts(records: Sequence[TaskRecord]) -> dict[str, int]:
     return {r.env_id: len(r.tools) for r in records}
 
 
-def _card_header(n: int, license_id: str, pretty_name: str) -> str:
-    header = {
-        "license": license_id,
+def _card_header(n: int, license_id: str, pretty_name: str, sources: Sequence[Source] = ()) -> str:
+    header: dict[str, Any] = {"license": license_id}
+    if license_id == "other":
+        header["license_name"] = "mixed-or-unknown"
+        header["license_link"] = "README.md"  # the card's "Sources and licenses" section lists each input's license
+    header |= {
         "pretty_name": pretty_name,
         "language": ["en"],
         "size_categories": [_size_category(n)],
@@ -244,6 +271,8 @@ def _card_header(n: int, license_id: str, pretty_name: str) -> str:
         "tags": ["tool-use", "function-calling", "agents", "synthetic", "reinforcement-learning"],
         "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": f"{_DATA_DIR}/train-*"}]}],
     }
+    if sources:
+        header["source_datasets"] = sorted({source.name for source in sources})
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n"
 
 
@@ -287,13 +316,19 @@ def render_card(
     *,
     seed: int,
     filters_run: Mapping[str, bool],
-    license_id: str = "apache-2.0",
+    license_id: str | None = None,
     pretty_name: str = "GUST",
+    sources: Sequence[Source] = (),
+    makers: Mapping[str, str] | None = None,
 ) -> str:
-    """The dataset card (`README.md`): YAML header, statistics, construction, filters, columns."""
+    """The dataset card (`README.md`), Hugging Face conventions: YAML header (license derived from the sources),
+    statistics, sources and licenses, construction, filters, columns, loading, running an environment,
+    limitations, citation."""
     columns = [f"| `{name}` | `{_feature_text(feature)}` | {text} |" for name, feature, text in GUST_COLUMNS]
+    license_id = license_id or card_license(sources)
+    example_env = records[0].env_id if records else "<env_id>"
     parts = [
-        _card_header(len(records), license_id, pretty_name),
+        _card_header(len(records), license_id, pretty_name, sources),
         f"# {pretty_name}\n",
         "Synthetic long-horizon tool-use tasks over executable mock environments, built by GUST Forge following "
         "ToolVerse (tool dependency graphs, dynamic unlocking sampling, inverse context reconstruction, "
@@ -312,7 +347,9 @@ def render_card(
         "\n".join(_filter_lines(filters_run, records)) + "\n",
         "## Columns\n",
         "| column | type | description |\n| --- | --- | --- |\n" + "\n".join(columns) + "\n",
-        "Nested values are JSON text: decode `golden_trace`, `dialogue_history` and `provenance` with `json.loads`.\n",
+        "Nested values are JSON text: decode `golden_trace`, `dialogue_history`, `tool_schemas` and `provenance` "
+        "with `json.loads`.\n",
+        *_standalone_sections(sources, makers or {}, example_env),
     ]
     return "\n".join(parts)
 
@@ -364,3 +401,169 @@ def render_stats_figure(records: Sequence[TaskRecord]) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------ sources, licenses, usage (card)
+
+REPO_PLACEHOLDER = "ORG/NAME"  # replaced by the real repo id when the folder is published (`data.hub`)
+_LICENSE_FILES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING")
+_LICENSE_PATTERNS = (  # (text that identifies the license, Hugging Face license id)
+    ("apache license", "apache-2.0"),
+    ("apache-2.0", "apache-2.0"),
+    ("mit license", "mit"),
+    ("spdx-license-identifier: mit", "mit"),
+    ("bsd 3-clause", "bsd-3-clause"),
+    ("bsd-3-clause", "bsd-3-clause"),
+    ("creative commons attribution 4.0", "cc-by-4.0"),
+    ("cc-by-4.0", "cc-by-4.0"),
+    ("cc-by-sa-4.0", "cc-by-sa-4.0"),
+    ("cc0", "cc0-1.0"),
+)
+_LICENSE_SEARCH_DEPTH = 4  # folders above an input file searched for a LICENSE
+
+
+class Source(StrictModel):
+    """One input file the dataset's environments were built from, with its license as found beside it."""
+
+    name: str = Field(description="Input file name (no local path).")
+    source_format: str
+    license: str = Field(description="Hugging Face license id, or `unknown` when no license file was found.")
+    environments: int
+    tasks: int
+
+
+def _openai_tool(schema: Mapping[str, Any]) -> dict[str, Any]:
+    function = {"name": schema["name"], "description": schema.get("description", ""),
+                "parameters": schema.get("parameters", {})}  # fmt: skip
+    return {"type": "function", "function": function}
+
+
+def _env_info(envs_dir: Path, env_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Schemas (OpenAI form) and manifest of every environment the rows use that exists under `envs_dir`."""
+    info: dict[str, dict[str, Any]] = {}
+    for env_id in sorted(env_ids):
+        folder = Path(envs_dir) / env_id
+        try:
+            schemas = json.loads((folder / "schemas.json").read_text(encoding="utf-8"))
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        tools = [_openai_tool(t) for t in schemas]
+        info[env_id] = {"schemas": tools, "manifest": manifest}
+    return info
+
+
+def license_near(path: Path) -> str:
+    """The license of an input file: a LICENSE file in its folder or up to a few folders above; else `unknown`."""
+    folder = Path(path).parent
+    for _ in range(_LICENSE_SEARCH_DEPTH):
+        for name in _LICENSE_FILES:
+            candidate = folder / name
+            if candidate.is_file():
+                head = candidate.read_text(encoding="utf-8", errors="replace")[:4000].lower()
+                return next((lid for pattern, lid in _LICENSE_PATTERNS if pattern in head), "unknown")
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return "unknown"
+
+
+def sources_of(records: Sequence[TaskRecord], envs: Mapping[str, Mapping[str, Any]]) -> list[Source]:
+    """The input files behind the rows (from the environment manifests' provenance), with counts and licenses."""
+    tasks = Counter(r.env_id for r in records)
+    grouped: dict[tuple[str, str], dict[str, Any]] = {}
+    for env_id, info in envs.items():
+        provenance = info["manifest"].get("provenance") or {}
+        path = Path(str(provenance.get("path") or "unknown"))
+        key = (str(path), str(provenance.get("source_format") or "unknown"))
+        entry = grouped.setdefault(key, {"environments": 0, "tasks": 0})
+        entry["environments"] += 1
+        entry["tasks"] += tasks.get(env_id, 0)
+    return [Source(name=Path(path).name, source_format=fmt, license=license_near(Path(path)), **counts)
+            for (path, fmt), counts in sorted(grouped.items())]  # fmt: skip
+
+
+def card_license(sources: Sequence[Source]) -> str:
+    """One license shared by every source, else `other` (the card then lists each source's license)."""
+    licenses = {source.license for source in sources}
+    return licenses.pop() if len(licenses) == 1 and "unknown" not in licenses else "other"
+
+
+def _makers(records: Sequence[TaskRecord], envs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Who made what, as recorded: envgen backend/model per environment manifest, and any backends in row
+    provenance (`provenance.backends`: role -> backend)."""
+    makers: dict[str, Counter[str]] = {}
+    for info in envs.values():
+        manifest = info["manifest"]
+        label = manifest.get("backend", "unknown") + (f" ({manifest['model']})" if manifest.get("model") else "")
+        makers.setdefault("envgen (environments)", Counter())[label] += 1
+    for record in records:
+        backends = record.provenance.get("backends") if isinstance(record.provenance, Mapping) else None
+        if isinstance(backends, Mapping):
+            for role, backend in backends.items():
+                makers.setdefault(str(role), Counter())[str(backend)] += 1
+    return {role: ", ".join(f"{k} × {v}" for k, v in sorted(c.items())) for role, c in sorted(makers.items())}
+
+
+def _standalone_sections(sources: Sequence[Source], makers: Mapping[str, str], env_id: str) -> list[str]:
+    return [*_sources_section(sources, makers), *_usage_section(env_id), *_limitations_section(),
+            *_citation_section()]  # fmt: skip
+
+
+def _sources_section(sources: Sequence[Source], makers: Mapping[str, str]) -> list[str]:
+    lines = ["## Sources and licenses\n"]
+    if sources:
+        lines.append("| input | format | license | environments | tasks |\n| --- | --- | --- | --- | --- |\n"
+                     + "\n".join(f"| `{s.name}` | {s.source_format} | {s.license} | {s.environments} | {s.tasks} |"
+                                  for s in sources) + "\n")  # fmt: skip
+        if any(s.license == "unknown" for s in sources):
+            lines.append("`unknown`: no license file was found beside that input; check its origin before reuse. "
+                         "The card's `license: other` stands for this mix.\n")  # fmt: skip
+    else:
+        lines.append("No environment manifests were available when this card was written; sources are unknown.\n")
+    if makers:
+        lines.append("Made by (backend per role, as recorded in the manifests and row provenance):\n")
+        lines.append("\n".join(f"- {role}: {text}" for role, text in makers.items()) + "\n")
+    return lines
+
+
+def _usage_section(env_id: str) -> list[str]:
+    return [
+        "## Loading\n",
+        "```python\nimport json\nfrom datasets import load_dataset\n\n"
+        f'ds = load_dataset("{REPO_PLACEHOLDER}", split="train")\n'
+        'row = ds[0]\ntools = json.loads(row["tool_schemas"])      # OpenAI function schemas\n'
+        'trace = json.loads(row["golden_trace"])     # stages of calls with arguments and outputs\n```\n',
+        "## Running an environment\n",
+        "Every environment the rows use is in this repository under `envs/<env_id>/` (tool schemas, mock DB, tool "
+        "code, unit tests, manifest). The tool code runs only inside GUST Forge's sandbox:\n",
+        "```bash\npip install gustforge     # or a clone: see the GUST Forge README\n"
+        f"gust env pull {REPO_PLACEHOLDER} {env_id} --to envs\n"
+        f"gust env tools envs/{env_id}\n"
+        f'gust env run envs/{env_id} TOOL --args \'{{"arg": "value"}}\'\n'
+        f"gust env serve envs/{env_id}      # MCP over stdio\n```\n",
+    ]
+
+
+def _limitations_section() -> list[str]:
+    return [
+        "## Limitations\n",
+        "- The environments are mock implementations: tools read and write a small synthetic database, not the "
+        "real services the original tool definitions describe.\n"
+        "- Task text and mock data are synthetic; the deterministic offline backend writes template text, which is "
+        'less varied than text written by a model (see "Made by").\n'
+        "- Verification checks that the golden trace replays and that stated arguments appear in the text; it "
+        "does not prove the task is the only or the most natural solution.\n"
+        "- Teacher Pass@k is only meaningful when the teacher filter ran (see Filters).\n"
+        "- Tool code is generated: run it only in the GUST Forge sandbox.\n",
+    ]
+
+
+def _citation_section() -> list[str]:
+    return [
+        "## Citation\n",
+        "```bibtex\n@software{gustforge,\n  title = {GUST Forge: executable tool environments and long-horizon "
+        "tool-use tasks},\n  year = {2026},\n  note = {Dataset built with GUST Forge}\n}\n```\n",
+        "The method follows ToolVerse (tool dependency graphs, dynamic unlocking sampling, inverse context "
+        "reconstruction, execution-based verification); cite it together with the sources above.\n",
+    ]

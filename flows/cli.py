@@ -419,10 +419,11 @@ def export(
         _stop_on([problem] if problem else [])
     if dry_run is not None and dry_run.exists() and not dry_run.is_dir():
         _fail(f"--dry-run {dry_run} is a file, not a folder")
+    from data.gust import REPO_PLACEHOLDER
     from data.hub import publish
 
     try:
-        result = publish(source, hub or "local/dry-run", private=private, dry_run_dir=dry_run, envs_dir=envs)
+        result = publish(source, hub or REPO_PLACEHOLDER, private=private, dry_run_dir=dry_run, envs_dir=envs)
     except GustError as exc:
         _fail(str(exc), 1)
     except Exception as exc:  # the Hub answered with an error after retries: say what, not where in the code
