@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from unittest import mock
-
-import shutil
 
 import httpx
 import pytest
@@ -13,8 +12,8 @@ from datasets import load_dataset
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
-from data.gust import read_gust, write_gust
 from data.envs import ENV_FILES
+from data.gust import read_gust, write_gust
 from data.hub import PublishResult, is_transient_hub_error, publish, pull_env
 from gustforge.errors import InputError
 from tests.data._gust_fixtures import make_record

@@ -7,7 +7,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from data.gust import read_gust

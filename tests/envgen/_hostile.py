@@ -33,7 +33,12 @@ INJECTIONS = (
 )
 
 _SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20), st.sampled_from(INJECTIONS)
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=20),
+    st.sampled_from(INJECTIONS),
 )
 _TYPES = st.sampled_from(["string", "integer", "number", "boolean", "array", "object", "null", "date", 7, None, ["x"]])
 

@@ -45,7 +45,10 @@ def _servers_of(home: Path) -> list[int]:
     pids = []
     for proc in Path("/proc").iterdir():
         try:
-            if b"create_app" in (proc / "cmdline").read_bytes() and str(home).encode() in (proc / "environ").read_bytes():
+            if (
+                b"create_app" in (proc / "cmdline").read_bytes()
+                and str(home).encode() in (proc / "environ").read_bytes()
+            ):
                 pids.append(int(proc.name))
         except (OSError, ValueError):
             continue

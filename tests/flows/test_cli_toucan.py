@@ -68,7 +68,7 @@ def test_prepare_reads_a_folder_with_pretty_json_and_prints_counts(prefect_serve
 @pytest.mark.slow
 @pytest.mark.prefect
 def test_prepare_of_garbage_exits_non_zero_with_reasons(prefect_server: None, tmp_path: Path) -> None:
-    (tmp_path / "garbage.jsonl").write_text("not json\n{\"a\": 1}\n")
+    (tmp_path / "garbage.jsonl").write_text('not json\n{"a": 1}\n')
     result = runner.invoke(app, ["toucan", "prepare", "--input", str(tmp_path / "garbage.jsonl"),
                                  "--out", str(tmp_path / "out")])  # fmt: skip
     assert result.exit_code == 1, result.output
