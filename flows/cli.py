@@ -311,8 +311,16 @@ def stage(
     overrides: SetOpt = None,
     backend: BackendOpt = None,
     seed: SeedOpt = None,
+    direct: Annotated[
+        bool,
+        typer.Option(
+            "--direct",
+            help="Run in this process without Prefect: no server start-up, "
+            "no stage cache, no UI (same library functions and reports).",
+        ),
+    ] = False,
 ) -> None:
-    """Re-run one stage on an earlier run's outputs, inside Prefect (logged, cached)."""
+    """Re-run one stage on an earlier run's outputs, inside Prefect (logged, cached), or directly (--direct)."""
     from gustforge.errors import GustError
 
     _check_stage_source(name, source)  # before Prefect starts: a typo costs nothing
@@ -321,11 +329,14 @@ def stage(
         cfg = _load_config(config, overrides, out=out, backend=backend, seed=seed)
     except GustError as exc:
         _fail(str(exc))
-    configure_prefect_environment(out)
-    from flows.build import run_stage
-
     try:
-        result, _ = _run_flow(lambda: run_stage(name, source, cfg))
+        if direct:
+            result = _run_stage_direct(name, source, cfg)
+        else:
+            configure_prefect_environment(out)
+            from flows.build import run_stage
+
+            result, _ = _run_flow(lambda: run_stage(name, source, cfg))
     except GustError as exc:
         _fail(str(exc), 1)
     if name == "envgen":
@@ -335,6 +346,20 @@ def stage(
     report = result.report
     typer.echo(f"{name}: {report.inputs} inputs, {report.produced} produced, dropped: {reason_text(report.dropped)}; "
                f"report: {out / 'reports' / (name + '.jsonl')}")  # fmt: skip
+
+
+def _run_stage_direct(name: str, source: Path, cfg: Any) -> Any:
+    """One stage through the same pipeline functions the flow's tasks call, in this process, as one shard."""
+    from gustforge import pipeline
+
+    out = cfg.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    items = pipeline.discover_items(name, source.resolve(), cfg)
+    spec = pipeline.STAGES.get(name)
+    result = spec.run(items, cfg, out)
+    if result.retryable:  # items lost to an unreachable endpoint get one fresh attempt, as in the flow
+        result = spec.run(items, cfg, out)
+    return pipeline.finish_stage(name, [result], out, getattr(cfg.budgets, name, 1.0))
 
 
 def _validate_cron(cron: str) -> None:

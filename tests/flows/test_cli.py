@@ -138,3 +138,16 @@ def test_piped_stage_output_is_not_wrapped(tmp_path: Path) -> None:
     assert "non_object_parameters=1" in lines[0] and "{" not in lines[0]
     assert lines[1].startswith("envgen: 12 inputs, 12 produced") and lines[1].endswith("envgen.jsonl")
     assert len(lines) == 2
+
+
+def test_stage_direct_mode_runs_without_prefect(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _gust("stage", "envgen", "--from", str(REPO / "data/samples/raw"), "--out", str(out), "--direct",
+                 env={"PREFECT_HOME": str(tmp_path / "ph")})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("ingest: 18 inputs, 12 toolsets, 6 quarantined at ingest (") and "{" not in lines[0]
+    assert lines[1].startswith("envgen: 12 inputs, 12 produced")
+    assert len(list((out / "envs").glob("*/manifest.json"))) == 12 and (out / "work" / "envgen.jsonl").is_file()
+    assert not (tmp_path / "ph").exists()  # Prefect never started
+    assert (out / "quarantine.jsonl").stat().st_mode & 0o777 == 0o644
