@@ -41,6 +41,8 @@ __all__ = [
     "shard_names",
     "render_card",
     "render_stats_figure",
+    "read_funnel",
+    "FunnelStep",
     "Source",
     "sources_of",
     "card_license",
@@ -223,7 +225,7 @@ def write_gust(
             makers=_makers(ordered, envs),
         ),  # fmt: skip
     )
-    atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered))
+    atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered, read_funnel(out_dir.parent / "reports")))
     logger.info("wrote %d GUST rows in %d shard(s) to %s", len(rows), len(chunks), out_dir)
     return out_dir
 
@@ -382,18 +384,70 @@ def _bars(ax: Any, values: Sequence[float], title: str, xlabel: str, *, width: f
     ax.set_ylabel("count")
 
 
-def render_stats_figure(records: Sequence[TaskRecord]) -> bytes:
-    """A 2x2 PNG like ToolVerse Figure 4: Pass@k, graph complexity, tools per env, stages per task."""
-    fig = Figure(figsize=(10, 8), dpi=100)
+FUNNEL_STAGES = ("ingest", "envgen", "tdg", "sample", "reconstruct", "tasks", "verify")
+
+
+class FunnelStep(StrictModel):
+    """One stage of the build as its report recorded it: items in, produced, dropped by reason."""
+
+    stage: str
+    inputs: int
+    produced: int
+    dropped: dict[str, int] = Field(default_factory=dict)
+
+
+def read_funnel(reports_dir: Path) -> list[FunnelStep]:
+    """The stage funnel of a run from `OUT/reports/<stage>.jsonl` (last line: the summary); missing stages skipped."""
+    steps = []
+    for stage in FUNNEL_STAGES:
+        path = Path(reports_dir) / f"{stage}.jsonl"
+        try:
+            last = path.read_text(encoding="utf-8").strip().splitlines()[-1]
+            steps.append(FunnelStep.model_validate(json.loads(last)["summary"]))
+        except (OSError, IndexError, KeyError, ValueError):
+            continue
+    return steps
+
+
+def _funnel_panel(ax: Any, funnel: Sequence[FunnelStep]) -> None:
+    """Produced and dropped per stage (horizontal bars), each labelled with its top drop reasons."""
+    if not funnel:
+        ax.text(0.5, 0.5, "no stage reports", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    ys = list(range(len(funnel)))[::-1]
+    produced = [step.produced for step in funnel]
+    dropped = [sum(step.dropped.values()) for step in funnel]
+    ax.barh(ys, produced, color="#4C72B0", label="produced")
+    ax.barh(ys, dropped, left=produced, color="#DD8452", label="dropped")
+    ax.set_yticks(ys, [f"{step.stage}\n{step.inputs}→{step.produced}" for step in funnel], fontsize=8)
+    width = max((p + d for p, d in zip(produced, dropped, strict=True)), default=1) or 1
+    for y, step, p, d in zip(ys, funnel, produced, dropped, strict=True):
+        ranked = sorted(step.dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+        if ranked:
+            text = ", ".join(f"{k}={v}" for k, v in ranked[:2]) + (
+                f", +{len(ranked) - 2} more" if len(ranked) > 2 else ""
+            )
+            ax.text(p + d + width * 0.01, y, text, va="center", fontsize=7)
+    ax.set_xlim(0, width * 1.6)
+    ax.set_xlabel("items (toolsets → environments → graphs → skeletons → tasks)")
+    ax.set_title("(a) Stage funnel: produced / dropped (top reasons)")
+    ax.legend(loc="lower right", fontsize=7)
+
+
+def render_stats_figure(records: Sequence[TaskRecord], funnel: Sequence[FunnelStep] = ()) -> bytes:
+    """A 2x2 PNG like ToolVerse Figure 4 under a title with N: (a) teacher Pass@k when the teacher ran, else the
+    stage funnel with drop reasons; (b) graph complexity; (c) tools per environment; (d) stages per task."""
+    fig = Figure(figsize=(11, 8.5), dpi=100)
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 2)
+    envs = len({r.env_id for r in records})
+    fig.suptitle(f"GUST: N = {len(records)} tasks over {envs} environments", fontsize=14, fontweight="bold")
     passes = [r.pass_at_k for r in records if r.pass_at_k is not None]
     if passes:
-        _bars(axes[0][0], passes, "(a) Teacher Pass@k", "pass@k", width=0.05)
+        _bars(axes[0][0], passes, f"(a) Teacher Pass@k (n = {len(passes)})", "pass@k", width=0.05)
     else:
-        axes[0][0].text(0.5, 0.5, "teacher not run", ha="center", va="center", fontsize=14)
-        axes[0][0].set_title("(a) Teacher Pass@k")
-        axes[0][0].set_axis_off()
+        _funnel_panel(axes[0][0], funnel)
     _bars(axes[0][1], [r.graph_complexity for r in records], "(b) Graph complexity", "calls + edges")
     _bars(axes[1][0], list(_env_tool_counts(records).values()), "(c) Tools per environment", "tools")
     _bars(axes[1][1], [len(r.trace.stages) for r in records], "(d) Stages per task", "stages")
