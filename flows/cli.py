@@ -145,7 +145,8 @@ def _summary_rows(summary: Any, timings: Mapping[str, float], cached: set[str]) 
     rows = []
     for stage, report in summary.stages.items():
         seconds = timings.get(stage)
-        timing = "cached" if stage in cached else (f"{seconds:.1f}" if seconds is not None else "-")
+        timing = f"{seconds:.1f}" if seconds is not None else "-"
+        timing += " (cached)" if stage in cached else ""
         rows.append([stage, str(report.inputs), str(report.produced), reason_text(report.dropped, 3), timing])
     return rows
 

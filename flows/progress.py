@@ -32,7 +32,9 @@ class StageTracker:
 
     @property
     def cached(self) -> set[str]:
-        return {stage for stage in self.done if stage not in self.ran and stage != "ingest"}
+        """Stages whose work came from the stage cache (ingest: its task logged nothing before envgen ended)."""
+        cached = {stage for stage in self.done if stage not in self.ran and stage != "ingest"}
+        return cached | ({"ingest"} if self.done and "ingest" not in self.ran else set())
 
     def shard(self, stage: str) -> None:
         self.ran.add(stage)
@@ -55,20 +57,34 @@ class _ProgressHandler(logging.Handler):
         if match:
             stage, shard, report = match.groups()
             self.tracker.shard(stage)
-            self.console.log(f"[green]✓[/] {escape(stage)} shard {shard}: {escape(report)}")
+            self._line(f"{stage} shard {shard}: {_shard_text(record) or report}")
             self.progress.update(self.stage_task, description=f"stage [bold]{escape(stage)}[/]")
         elif message.startswith("ingest:"):
             self.tracker.ran.add("ingest")
             self.tracker.finished("ingest")
-            self.console.log(f"[green]✓[/] {escape(message)}")
+            self._line(message)
         elif message.startswith("stage done:"):
             stage = message.split(":", 1)[1].strip()
             self.tracker.finished(stage)
             marker = "" if stage in self.tracker.ran else " (cached)"
             if marker:
-                self.console.log(f"[green]✓[/] {escape(stage)}: cached")
+                self._line(f"{stage}: cached")
             done = len([s for s in self.tracker.done if s != "ingest"])
             self.progress.update(self.stage_task, completed=done, description=f"stage [bold]{escape(stage)}[/] done")
+
+    def _line(self, text: str) -> None:
+        """One unwrapped log line: time, check mark, text (no source path column)."""
+        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] [green]✓[/] {escape(text)}", soft_wrap=True)
+
+
+def _shard_text(record: logging.LogRecord) -> str | None:
+    """`40 in, 39 produced, dropped tool_error=1` from the shard record's arguments (not the dict repr)."""
+    args = record.args
+    if not isinstance(args, tuple) or len(args) != 5 or not isinstance(args[4], dict | str):
+        return None
+    dropped = args[4] if isinstance(args[4], dict) else {}
+    ranked = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+    return f"{args[2]} in, {args[3]} produced, dropped {', '.join(f'{k}={v}' for k, v in ranked) or 'none'}"
 
 
 @contextmanager
