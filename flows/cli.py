@@ -330,6 +330,9 @@ def stage(
         cfg = _load_config(config, overrides, out=out, backend=backend, seed=seed)
     except GustError as exc:
         _fail(str(exc))
+    from gustforge.preflight import build_problems
+
+    _stop_on(build_problems(cfg))
     try:
         if direct:
             result = _run_stage_direct(name, source, cfg)
