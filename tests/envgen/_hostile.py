@@ -107,9 +107,31 @@ def tool(draw: st.DrawFn) -> Any:
 
 
 @st.composite
+def sneaky_tools(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A well-formed tool list whose text (descriptions, property names, enums) carries injection strings: it
+    passes ingest, so environment synthesis, code generation and the sandboxed tests meet the hostile text."""
+    names = draw(st.lists(st.from_regex(r"[a-z][a-z_]{2,10}", fullmatch=True), min_size=2, max_size=4, unique=True))
+    tools = []
+    for name in names:
+        prop_names = draw(st.lists(st.one_of(st.from_regex(r"[a-z][a-z_]{0,8}", fullmatch=True),
+                                             st.sampled_from(INJECTIONS[:9])), max_size=3, unique=True))  # fmt: skip
+        props = {p: {"type": draw(st.sampled_from(["string", "integer", "boolean"])),
+                     "description": draw(st.sampled_from(INJECTIONS[:12]))} for p in prop_names}  # fmt: skip
+        if prop_names and draw(st.booleans()):
+            props[prop_names[0]] = {"type": "string", "enum": draw(st.lists(st.sampled_from(INJECTIONS[:9]),
+                                                                            min_size=1, max_size=3, unique=True))}  # fmt: skip
+        tools.append({"type": "function", "function": {
+            "name": name, "description": draw(st.sampled_from(INJECTIONS[:12])),
+            "parameters": {"type": "object", "properties": props, "required": prop_names[:1]}}})  # fmt: skip
+    return tools
+
+
+@st.composite
 def hostile_line(draw: st.DrawFn) -> str:
-    """One jsonl line: a named tool list (mostly) or raw garbage."""
+    """One jsonl line: a named tool list (mostly hostile, some well-formed but with hostile text) or raw garbage."""
     kind = draw(st.integers(min_value=0, max_value=19))
+    if kind == 1:
+        return json.dumps({"name": draw(st.sampled_from(INJECTIONS[:12])), "tools": draw(sneaky_tools())})
     if kind == 0:
         return draw(st.sampled_from(["{", "[" * 5000 + "]" * 5000, "null", "[]", "{}", '"str"', "NaN", "\x00\x00",
                                      '{"tools": "not a list"}', '{"tools": {"srv": 5}}']))  # fmt: skip
