@@ -151,3 +151,10 @@ def test_stage_direct_mode_runs_without_prefect(tmp_path: Path) -> None:
     assert len(list((out / "envs").glob("*/manifest.json"))) == 12 and (out / "work" / "envgen.jsonl").is_file()
     assert not (tmp_path / "ph").exists()  # Prefect never started
     assert (out / "quarantine.jsonl").stat().st_mode & 0o777 == 0o644
+
+
+def test_train_without_its_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(preflight.EXTRA_MODULES, "train", ("surely_not_installed_module",))
+    result = runner.invoke(app, ["train", "--algo", "slca", "--dry-run"])
+    assert result.exit_code == 2 and "pip install 'gustforge[train]'" in result.stderr
+    assert "Traceback" not in result.output
