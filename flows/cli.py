@@ -128,6 +128,14 @@ def _stop_on(problems: list[Any]) -> None:
         raise typer.Exit(2)
 
 
+def _crashed(what: str, exc: Exception) -> None:
+    """An error no check anticipated: one line (the traceback with GUST_TRACEBACK=1); the stage cache keeps the
+    finished work, so the same command resumes."""
+    if os.environ.get("GUST_TRACEBACK"):
+        raise exc
+    _fail(f"{what} failed: {type(exc).__name__}: {exc} (rerun to resume; GUST_TRACEBACK=1 shows the traceback)", 1)
+
+
 def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         _fail(f"--out {out} is a file, not a folder; pass a folder path")
@@ -265,10 +273,9 @@ def build(
         summary, progress = _run_flow(lambda: run_build(cfg), err)
     except GustError as exc:
         _fail(str(exc), 1)
+    except Exception as exc:
+        _crashed("build", exc)
     _print_summary(summary, progress.timings, progress.cached)
-    failed = getattr(summary, "failed", None)  # set by the pipeline when a budget or --min-rows is missed
-    if failed:
-        _fail(str(failed), 1)
     steps = _next_commands(out)
     if steps:
         err.print("next:")
@@ -343,6 +350,8 @@ def stage(
             result, _ = _run_flow(lambda: run_stage(name, source, cfg))
     except GustError as exc:
         _fail(str(exc), 1)
+    except Exception as exc:
+        _crashed(f"stage {name}", exc)
     if name == "envgen":
         line = _ingest_line(out)
         if line:
