@@ -260,7 +260,7 @@ def _env_tool_counts(records: Sequence[TaskRecord]) -> dict[str, int]:
     return {r.env_id: len(r.tools) for r in records}
 
 
-def _card_header(n: int, license_id: str, pretty_name: str, sources: Sequence[Source] = ()) -> str:
+def _card_header(n: int, license_id: str, pretty_name: str) -> str:
     header: dict[str, Any] = {"license": license_id}
     if license_id == "other":
         header["license_name"] = "mixed-or-unknown"
@@ -273,8 +273,6 @@ def _card_header(n: int, license_id: str, pretty_name: str, sources: Sequence[So
         "tags": ["tool-use", "function-calling", "agents", "synthetic", "reinforcement-learning"],
         "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": f"{_DATA_DIR}/train-*"}]}],
     }
-    if sources:
-        header["source_datasets"] = sorted({source.name for source in sources})
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n"
 
 
@@ -330,7 +328,7 @@ def render_card(
     license_id = license_id or card_license(sources)
     example_env = records[0].env_id if records else "<env_id>"
     parts = [
-        _card_header(len(records), license_id, pretty_name, sources),
+        _card_header(len(records), license_id, pretty_name),
         f"# {pretty_name}\n",
         "Synthetic long-horizon tool-use tasks over executable mock environments, built by GUST Forge following "
         "ToolVerse (tool dependency graphs, dynamic unlocking sampling, inverse context reconstruction, "
