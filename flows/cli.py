@@ -208,20 +208,17 @@ def _run_flow(body: Any, progress_console: Console | None = None) -> tuple[Any, 
     On Ctrl-C / SIGTERM: the flow is interrupted, the progress display closed, the server stopped, one line
     printed, exit 130 (see `flows.interrupt`). Returns (body's result, the progress tracker or None).
     """
-    from flows.interrupt import interruptible
-    from flows.prefect_env import LocalServer
+    from flows.interrupt import on_local_server
     from flows.progress import stage_progress
 
-    server = LocalServer()
-    with interruptible(cleanup=server.stop):
-        server.start()
-        try:
-            if progress_console is None:
-                return body(), None
-            with stage_progress(progress_console) as progress:
-                return body(), progress
-        finally:
-            server.stop()
+    if progress_console is None:
+        return on_local_server(body), None
+
+    def with_progress() -> tuple[Any, Any]:
+        with stage_progress(progress_console) as progress:
+            return body(), progress
+
+    return on_local_server(with_progress)
 
 
 @app.command()

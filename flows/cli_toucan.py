@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from flows.interrupt import on_local_server
 from flows.prefect_env import configure_prefect_environment
 
 __all__ = ["app"]
@@ -26,20 +27,6 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 def _reasons(dropped: dict[str, int]) -> str:
     ranked = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{k}={v}" for k, v in ranked) or "-"
-
-
-def _run(body: Any) -> Any:
-    """Run a flow on a local Prefect server in its own session; Ctrl-C / SIGTERM stop cleanly (exit 130)."""
-    from flows.interrupt import interruptible
-    from flows.prefect_env import LocalServer
-
-    server = LocalServer()
-    with interruptible(cleanup=server.stop):
-        server.start()
-        try:
-            return body()
-        finally:
-            server.stop()
 
 
 @app.command()
@@ -66,7 +53,7 @@ def prepare(
     configure_prefect_environment(out)
     from flows.toucan import toucan_prepare_flow
 
-    paths = _run(lambda: toucan_prepare_flow(str(input_path.resolve()), str(out.resolve()), cfg))
+    paths = on_local_server(lambda: toucan_prepare_flow(str(input_path.resolve()), str(out.resolve()), cfg))
     from data.io import read_json
 
     phases = read_json(Path(paths["report"]))["phases"]
@@ -131,7 +118,7 @@ def evaluate(
     configure_prefect_environment(out)
     from flows.toucan import toucan_eval_flow
 
-    summary = _run(lambda: toucan_eval_flow(str(data.resolve()), str(out.resolve()), settings, cfg, judge,
+    summary = on_local_server(lambda: toucan_eval_flow(str(data.resolve()), str(out.resolve()), settings, cfg, judge,
                                             judge_options, mocker))  # fmt: skip
     typer.echo((out / "report.md").read_text(encoding="utf-8"))
     if summary["n"] == 0:
@@ -171,7 +158,7 @@ def ksweep(
     configure_prefect_environment(out)
     from flows.toucan import toucan_ksweep_flow
 
-    paths = _run(lambda: toucan_ksweep_flow(str(data.resolve()), str((out / strategy).resolve()), cfg))
+    paths = on_local_server(lambda: toucan_ksweep_flow(str(data.resolve()), str((out / strategy).resolve()), cfg))
     from data.io import read_json
 
     for row in read_json(Path(paths["stats"])):

@@ -16,8 +16,11 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TypeVar
 
-__all__ = ["INTERRUPTED_LINE", "EXIT_INTERRUPTED", "interruptible"]
+__all__ = ["INTERRUPTED_LINE", "EXIT_INTERRUPTED", "interruptible", "on_local_server"]
+
+T = TypeVar("T")
 
 INTERRUPTED_LINE = "interrupted; rerun the same command to resume"
 EXIT_INTERRUPTED = 130
@@ -66,3 +69,16 @@ def interruptible(cleanup: Callable[[], None] = lambda: None) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def on_local_server(body: Callable[[], T]) -> T:
+    """Run `body()` (which runs a flow) on a `LocalServer` started for it, interruptibly (see `interruptible`)."""
+    from flows.prefect_env import LocalServer
+
+    server = LocalServer()
+    with interruptible(cleanup=server.stop):
+        server.start()
+        try:
+            return body()
+        finally:
+            server.stop()
