@@ -134,7 +134,9 @@ def _detect_dict(value: dict[str, Any]) -> SourceFormat | None:
 def _iter_files(path: Path) -> Iterator[Path]:
     if path.is_dir():
         for child in sorted(path.rglob("*")):
-            if child.is_file() and not child.name.startswith("."):
+            if child.name.startswith("."):
+                continue
+            if child.is_file() or (child.is_symlink() and not child.exists()):  # a dangling link: unreadable_file
                 yield child
     elif path.is_file():
         yield path
@@ -239,7 +241,12 @@ def _file_records(file: Path, fmt: SourceFormat | None, limits: IngestLimits) ->
         error = f"file_too_large: {size} bytes > max_file_bytes={limits.max_file_bytes}"
         yield _Record(path=str(file), record_id="file", text=file.name, error=error)
         return
-    yield from (_jsonl_records(file, limits) if suffix == ".jsonl" else _json_records(file, fmt, limits))
+    empty = True
+    for record in _jsonl_records(file, limits) if suffix == ".jsonl" else _json_records(file, fmt, limits):
+        empty = False
+        yield record
+    if empty:  # a file with no record is still an input: it is accounted for, not skipped
+        yield _Record(path=str(file), record_id="file", text=file.name, error="empty_file: no records in the file")
 
 
 def _records(path: Path, fmt: SourceFormat | None, limits: IngestLimits) -> Iterator[_Record]:

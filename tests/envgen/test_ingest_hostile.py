@@ -98,3 +98,17 @@ def test_size_limits_are_reasons(tmp_path: Path) -> None:
 def test_helpers() -> None:
     assert decode_bytes("é".encode("cp1252")) == "é" and decode_bytes(b"\xef\xbb\xbf{}") == "{}"
     assert json_depth(1) == 0 and json_depth([{"a": []}]) == 3
+
+
+def test_every_file_is_accounted_for(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_text("\n  \n")
+    (tmp_path / "binary.json").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere.json")
+    (tmp_path / "loop").symlink_to(tmp_path)  # a folder link back up is not walked forever
+    (tmp_path / "ok.json").write_text(json.dumps(_tools()))
+    result = read_toolsets(tmp_path)
+    by_file = {q.item_id.split("#")[0]: q.reason for q in result.quarantine}
+    assert by_file == {"empty.jsonl": "empty_file", "blank.jsonl": "empty_file", "binary.json": "malformed_json",
+                       "dangling.json": "unreadable_file"}  # fmt: skip
+    assert len(result.toolsets) == 1 and result.report.balanced
