@@ -186,7 +186,8 @@ def _next_commands(out: Path) -> list[str]:
     schemas = env_dir / "schemas.json"
     try:
         tools = json.loads(schemas.read_text(encoding="utf-8"))
-        tool = tools[0]
+        # a tool that needs no argument runs as printed; otherwise fill in the "..." placeholders
+        tool = next((t for t in tools if not t.get("parameters", {}).get("required")), tools[0])
         required = tool.get("parameters", {}).get("required") or []
         example = {name: "..." for name in required}
         lines.append(f"gust env run {env_dir} {tool['name']} --args '{json.dumps(example)}'")
