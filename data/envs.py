@@ -70,6 +70,7 @@ def write_env_dir(envs_dir: Path, artifacts: EnvArtifacts) -> Path:
     final = env_dir(envs_dir, artifacts.env_id)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{artifacts.env_id}.", suffix=".tmp", dir=final.parent))
+    tmp.chmod(0o755)  # mkdtemp makes 0700: run folders are shared with other users and containers
     try:
         for name, text in _contents(artifacts).items():
             (tmp / name).write_text(text, encoding="utf-8")

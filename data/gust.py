@@ -24,9 +24,10 @@ from datasets import Features, List, Value
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from pydantic import Field
 
 from data.io import atomic_write_bytes, atomic_write_text
-from data.models import GoldenTrace, TaskRecord, TaskText
+from data.models import GoldenTrace, StrictModel, TaskRecord, TaskText
 from gustforge.errors import InputError
 from gustforge.hashing import canonical_json
 
@@ -43,6 +44,13 @@ __all__ = [
     "render_quality_section",
     "update_quality",
     "ROLE_NAMES",
+    "read_funnel",
+    "FunnelStep",
+    "Source",
+    "sources_of",
+    "card_license",
+    "license_near",
+    "REPO_PLACEHOLDER",
 ]
 
 logger = logging.getLogger(__name__)
@@ -55,6 +63,7 @@ GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
     ("task_id", Value("string"), "Content hash of the golden trace and task text."),
     ("env_id", Value("string"), "Executable environment the task runs in (`OUT/envs/<env_id>/`)."),
     ("tools", List(Value("string")), "Names of all tools the environment offers to the agent."),
+    ("tool_schemas", Value("string"), "JSON list of the OpenAI function-calling schemas of `tools` (same order)."),
     ("user_query", Value("string"), "The user-facing task."),
     ("dialogue_history", Value("string"), "JSON list of `{role, content}` turns preceding the task."),
     ("reasoning_chain", List(Value("string")), "Step-by-step plan linking the calls (annotation, not shown)."),
@@ -115,14 +124,18 @@ def _tools_used(trace: GoldenTrace) -> set[str]:
     return {call.name for stage in trace.stages for call in stage.calls}
 
 
-def record_to_row(record: TaskRecord) -> dict[str, Any]:
-    """Flatten a `TaskRecord` into one GUST row (nested values as canonical JSON text)."""
+def record_to_row(record: TaskRecord, tool_schemas: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Flatten a `TaskRecord` into one GUST row (nested values as canonical JSON text).
+
+    `tool_schemas`: the OpenAI function schemas of the record's environment (`schemas.json`); null when unknown.
+    """
     trace = record.trace
     used = _tools_used(trace)
     return {
         "task_id": record.task_id,
         "env_id": record.env_id,
         "tools": list(record.tools),
+        "tool_schemas": canonical_json(list(tool_schemas)) if tool_schemas is not None else None,
         "user_query": record.text.user_query,
         "dialogue_history": canonical_json([dict(turn) for turn in record.text.dialogue_history]),
         "reasoning_chain": list(record.text.reasoning_chain),
@@ -188,9 +201,10 @@ def write_gust(
     seed: int,
     filters_run: Mapping[str, bool],
     max_rows_per_shard: int = 10_000,
-    license_id: str = "apache-2.0",
+    license_id: str | None = None,
     pretty_name: str = "GUST (GUST Forge synthetic long-horizon tool-use tasks)",
     quality_report: Path | Mapping[str, Any] | None = None,
+    envs_dir: Path | None = None,
 ) -> Path:
     """Write the GUST dataset folder: `data/train-*.parquet`, `README.md` (card) and `stats.png`.
 
@@ -200,9 +214,11 @@ def write_gust(
         seed: Build seed, recorded in the card.
         filters_run: Filter name -> whether it ran (e.g. `{"replay": True, "teacher_pass_at_k": False}`).
         max_rows_per_shard: Rows per parquet shard.
-        license_id: SPDX-style license id for the card header.
+        license_id: License id for the card header; None = derived from the inputs' licenses (see `sources_of`).
         pretty_name: Dataset title for the card.
         quality_report: `reports/quality.json` (path or loaded) for the card's quality table and figure panel.
+        envs_dir: The run's environments (`OUT/envs`, the default when it exists beside `out_dir`): gives every
+            row its `tool_schemas` and the card its sources.
 
     Returns:
         `out_dir`.
@@ -219,14 +235,18 @@ def write_gust(
     out_dir = Path(out_dir)
     for stale in (out_dir / _DATA_DIR).glob(_SHARD_GLOB):
         stale.unlink()
-    rows = [record_to_row(r) for r in ordered]
+    envs_dir = Path(envs_dir) if envs_dir is not None else out_dir.parent / "envs"
+    envs = _env_info(envs_dir, {r.env_id for r in ordered})
+    rows = [record_to_row(r, envs[r.env_id]["schemas"] if r.env_id in envs else None) for r in ordered]
     chunks = [rows[i : i + max_rows_per_shard] for i in range(0, len(rows), max_rows_per_shard)] or [[]]
     for name, chunk in zip(shard_names(len(chunks)), chunks, strict=True):
         atomic_write_bytes(out_dir / name, _parquet_bytes(chunk))
     quality = _load_quality(quality_report)
-    card = render_card(ordered, seed=seed, filters_run=filters_run, license_id=license_id, pretty_name=pretty_name)
+    card = render_card(ordered, seed=seed, filters_run=filters_run, license_id=license_id, pretty_name=pretty_name,
+                       sources=sources_of(ordered, envs), makers=_makers(ordered, envs))  # fmt: skip
     atomic_write_text(out_dir / "README.md", _with_quality(card, quality))
-    atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered, quality))
+    funnel = read_funnel(out_dir.parent / "reports")
+    atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered, quality, funnel))
     logger.info("wrote %d GUST rows in %d shard(s) to %s", len(rows), len(chunks), out_dir)
     return out_dir
 
@@ -262,8 +282,11 @@ def _env_tool_counts(records: Sequence[TaskRecord]) -> dict[str, int]:
 
 
 def _card_header(n: int, license_id: str, pretty_name: str) -> str:
-    header = {
-        "license": license_id,
+    header: dict[str, Any] = {"license": license_id}
+    if license_id == "other":
+        header["license_name"] = "mixed-or-unknown"
+        header["license_link"] = "README.md"  # the card's "Sources and licenses" section lists each input's license
+    header |= {
         "pretty_name": pretty_name,
         "language": ["en"],
         "size_categories": [_size_category(n)],
@@ -316,11 +339,17 @@ def render_card(
     *,
     seed: int,
     filters_run: Mapping[str, bool],
-    license_id: str = "apache-2.0",
+    license_id: str | None = None,
     pretty_name: str = "GUST",
+    sources: Sequence[Source] = (),
+    makers: Mapping[str, str] | None = None,
 ) -> str:
-    """The dataset card (`README.md`): YAML header, statistics, construction, filters, columns."""
+    """The dataset card (`README.md`), Hugging Face conventions: YAML header (license derived from the sources),
+    statistics, sources and licenses, construction, filters, columns, loading, running an environment,
+    limitations, citation."""
     columns = [f"| `{name}` | `{_feature_text(feature)}` | {text} |" for name, feature, text in GUST_COLUMNS]
+    license_id = license_id or card_license(sources)
+    example_env = records[0].env_id if records else "<env_id>"
     parts = [
         _card_header(len(records), license_id, pretty_name),
         f"# {pretty_name}\n",
@@ -343,7 +372,9 @@ def render_card(
         "\n".join(_filter_lines(filters_run, records)) + "\n",
         "## Columns\n",
         "| column | type | description |\n| --- | --- | --- |\n" + "\n".join(columns) + "\n",
-        "Nested values are JSON text: decode `golden_trace`, `dialogue_history` and `provenance` with `json.loads`.\n",
+        "Nested values are JSON text: decode `golden_trace`, `dialogue_history`, `tool_schemas` and `provenance` "
+        "with `json.loads`.\n",
+        *_standalone_sections(sources, makers or {}, example_env),
     ]
     return "\n".join(parts)
 
@@ -435,7 +466,8 @@ def update_quality(folder: Path, records: Sequence[TaskRecord], report: Mapping[
     card = folder / "README.md"
     if card.is_file():
         atomic_write_text(card, _with_quality(card.read_text(encoding="utf-8"), report))
-    atomic_write_bytes(folder / "stats.png", render_stats_figure(records, report))
+    funnel = read_funnel(folder.parent / "reports")
+    atomic_write_bytes(folder / "stats.png", render_stats_figure(records, report, funnel))
 
 
 def _feature_text(feature: Value | List) -> str:
@@ -487,19 +519,73 @@ def _quality_panel(ax: Any, report: Mapping[str, Any] | None) -> None:
     ax.set_xlim(0, max(0.2, *values) * 1.1 if values else 1)
 
 
-def render_stats_figure(records: Sequence[TaskRecord], quality: Mapping[str, Any] | None = None) -> bytes:
-    """A 2x3 PNG like ToolVerse Figure 4 (Pass@k, graph complexity, tools per env, stages per task) plus the
-    quality panel and tasks per environment."""
-    fig = Figure(figsize=(15, 8), dpi=100)
+FUNNEL_STAGES = ("ingest", "envgen", "tdg", "sample", "reconstruct", "tasks", "verify")
+
+
+class FunnelStep(StrictModel):
+    """One stage of the build as its report recorded it: items in, produced, dropped by reason."""
+
+    stage: str
+    inputs: int
+    produced: int
+    dropped: dict[str, int] = Field(default_factory=dict)
+
+
+def read_funnel(reports_dir: Path) -> list[FunnelStep]:
+    """The stage funnel of a run from `OUT/reports/<stage>.jsonl` (last line: the summary); missing stages skipped."""
+    steps = []
+    for stage in FUNNEL_STAGES:
+        path = Path(reports_dir) / f"{stage}.jsonl"
+        try:
+            last = path.read_text(encoding="utf-8").strip().splitlines()[-1]
+            steps.append(FunnelStep.model_validate(json.loads(last)["summary"]))
+        except (OSError, IndexError, KeyError, ValueError):
+            continue
+    return steps
+
+
+def _funnel_panel(ax: Any, funnel: Sequence[FunnelStep]) -> None:
+    """Produced and dropped per stage (horizontal bars), each labelled with its top drop reasons."""
+    if not funnel:
+        ax.text(0.5, 0.5, "no stage reports", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    ys = list(range(len(funnel)))[::-1]
+    produced = [step.produced for step in funnel]
+    dropped = [sum(step.dropped.values()) for step in funnel]
+    ax.barh(ys, produced, color="#4C72B0", label="produced")
+    ax.barh(ys, dropped, left=produced, color="#DD8452", label="dropped")
+    ax.set_yticks(ys, [f"{step.stage}\n{step.inputs}→{step.produced}" for step in funnel], fontsize=8)
+    width = max((p + d for p, d in zip(produced, dropped, strict=True)), default=1) or 1
+    for y, step, p, d in zip(ys, funnel, produced, dropped, strict=True):
+        ranked = sorted(step.dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+        if ranked:
+            text = ", ".join(f"{k}={v}" for k, v in ranked[:2]) + (
+                f", +{len(ranked) - 2} more" if len(ranked) > 2 else ""
+            )
+            ax.text(p + d + width * 0.01, y, text, va="center", fontsize=7)
+    ax.set_xlim(0, width * 1.6)
+    ax.set_xlabel("items (toolsets → environments → graphs → skeletons → tasks)")
+    ax.set_title("(a) Stage funnel: produced / dropped (top reasons)")
+    ax.legend(loc="lower right", fontsize=7)
+
+
+def render_stats_figure(
+    records: Sequence[TaskRecord], quality: Mapping[str, Any] | None = None, funnel: Sequence[FunnelStep] = ()
+) -> bytes:
+    """A 2x3 PNG like ToolVerse Figure 4 under a title with N: (a) teacher Pass@k when the teacher ran, else the
+    stage funnel with drop reasons; (b) graph complexity; (c) tools per environment; (d) stages per task;
+    (e) the quality panel; (f) tasks per environment."""
+    fig = Figure(figsize=(16, 8.5), dpi=100)
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 3)
+    envs = len({r.env_id for r in records})
+    fig.suptitle(f"GUST: N = {len(records)} tasks over {envs} environments", fontsize=14, fontweight="bold")
     passes = [r.pass_at_k for r in records if r.pass_at_k is not None]
     if passes:
-        _bars(axes[0][0], passes, "(a) Teacher Pass@k", "pass@k", width=0.05)
+        _bars(axes[0][0], passes, f"(a) Teacher Pass@k (n = {len(passes)})", "pass@k", width=0.05)
     else:
-        axes[0][0].text(0.5, 0.5, "teacher not run", ha="center", va="center", fontsize=14)
-        axes[0][0].set_title("(a) Teacher Pass@k")
-        axes[0][0].set_axis_off()
+        _funnel_panel(axes[0][0], funnel)
     _bars(axes[0][1], [r.graph_complexity for r in records], "(b) Graph complexity", "calls + edges")
     _bars(axes[1][0], list(_env_tool_counts(records).values()), "(c) Tools per environment", "tools")
     _bars(axes[1][1], [len(r.trace.stages) for r in records], "(d) Stages per task", "stages")
@@ -509,3 +595,169 @@ def render_stats_figure(records: Sequence[TaskRecord], quality: Mapping[str, Any
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", metadata={"Software": None})
     return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------ sources, licenses, usage (card)
+
+REPO_PLACEHOLDER = "ORG/NAME"  # replaced by the real repo id when the folder is published (`data.hub`)
+_LICENSE_FILES = ("LICENSE", "LICENSE.md", "LICENSE.txt", "COPYING")
+_LICENSE_PATTERNS = (  # (text that identifies the license, Hugging Face license id)
+    ("apache license", "apache-2.0"),
+    ("apache-2.0", "apache-2.0"),
+    ("mit license", "mit"),
+    ("spdx-license-identifier: mit", "mit"),
+    ("bsd 3-clause", "bsd-3-clause"),
+    ("bsd-3-clause", "bsd-3-clause"),
+    ("creative commons attribution 4.0", "cc-by-4.0"),
+    ("cc-by-4.0", "cc-by-4.0"),
+    ("cc-by-sa-4.0", "cc-by-sa-4.0"),
+    ("cc0", "cc0-1.0"),
+)
+_LICENSE_SEARCH_DEPTH = 4  # folders above an input file searched for a LICENSE
+
+
+class Source(StrictModel):
+    """One input file the dataset's environments were built from, with its license as found beside it."""
+
+    name: str = Field(description="Input file name (no local path).")
+    source_format: str
+    license: str = Field(description="Hugging Face license id, or `unknown` when no license file was found.")
+    environments: int
+    tasks: int
+
+
+def _openai_tool(schema: Mapping[str, Any]) -> dict[str, Any]:
+    function = {"name": schema["name"], "description": schema.get("description", ""),
+                "parameters": schema.get("parameters", {})}  # fmt: skip
+    return {"type": "function", "function": function}
+
+
+def _env_info(envs_dir: Path, env_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Schemas (OpenAI form) and manifest of every environment the rows use that exists under `envs_dir`."""
+    info: dict[str, dict[str, Any]] = {}
+    for env_id in sorted(env_ids):
+        folder = Path(envs_dir) / env_id
+        try:
+            schemas = json.loads((folder / "schemas.json").read_text(encoding="utf-8"))
+            manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        tools = [_openai_tool(t) for t in schemas]
+        info[env_id] = {"schemas": tools, "manifest": manifest}
+    return info
+
+
+def license_near(path: Path) -> str:
+    """The license of an input file: a LICENSE file in its folder or up to a few folders above; else `unknown`."""
+    folder = Path(path).parent
+    for _ in range(_LICENSE_SEARCH_DEPTH):
+        for name in _LICENSE_FILES:
+            candidate = folder / name
+            if candidate.is_file():
+                head = candidate.read_text(encoding="utf-8", errors="replace")[:4000].lower()
+                return next((lid for pattern, lid in _LICENSE_PATTERNS if pattern in head), "unknown")
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    return "unknown"
+
+
+def sources_of(records: Sequence[TaskRecord], envs: Mapping[str, Mapping[str, Any]]) -> list[Source]:
+    """The input files behind the rows (from the environment manifests' provenance), with counts and licenses."""
+    tasks = Counter(r.env_id for r in records)
+    grouped: dict[tuple[str, str], dict[str, Any]] = {}
+    for env_id, info in envs.items():
+        provenance = info["manifest"].get("provenance") or {}
+        path = Path(str(provenance.get("path") or "unknown"))
+        key = (str(path), str(provenance.get("source_format") or "unknown"))
+        entry = grouped.setdefault(key, {"environments": 0, "tasks": 0})
+        entry["environments"] += 1
+        entry["tasks"] += tasks.get(env_id, 0)
+    return [Source(name=Path(path).name, source_format=fmt, license=license_near(Path(path)), **counts)
+            for (path, fmt), counts in sorted(grouped.items())]  # fmt: skip
+
+
+def card_license(sources: Sequence[Source]) -> str:
+    """One license shared by every source, else `other` (the card then lists each source's license)."""
+    licenses = {source.license for source in sources}
+    return licenses.pop() if len(licenses) == 1 and "unknown" not in licenses else "other"
+
+
+def _makers(records: Sequence[TaskRecord], envs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Who made what, as recorded: envgen backend/model per environment manifest, and any backends in row
+    provenance (`provenance.backends`: role -> backend)."""
+    makers: dict[str, Counter[str]] = {}
+    for info in envs.values():
+        manifest = info["manifest"]
+        label = manifest.get("backend", "unknown") + (f" ({manifest['model']})" if manifest.get("model") else "")
+        makers.setdefault("envgen (environments)", Counter())[label] += 1
+    for record in records:
+        backends = record.provenance.get("backends") if isinstance(record.provenance, Mapping) else None
+        if isinstance(backends, Mapping):
+            for role, backend in backends.items():
+                makers.setdefault(str(role), Counter())[str(backend)] += 1
+    return {role: ", ".join(f"{k} × {v}" for k, v in sorted(c.items())) for role, c in sorted(makers.items())}
+
+
+def _standalone_sections(sources: Sequence[Source], makers: Mapping[str, str], env_id: str) -> list[str]:
+    return [*_sources_section(sources, makers), *_usage_section(env_id), *_limitations_section(),
+            *_citation_section()]  # fmt: skip
+
+
+def _sources_section(sources: Sequence[Source], makers: Mapping[str, str]) -> list[str]:
+    lines = ["## Sources and licenses\n"]
+    if sources:
+        lines.append("| input | format | license | environments | tasks |\n| --- | --- | --- | --- | --- |\n"
+                     + "\n".join(f"| `{s.name}` | {s.source_format} | {s.license} | {s.environments} | {s.tasks} |"
+                                  for s in sources) + "\n")  # fmt: skip
+        if any(s.license == "unknown" for s in sources):
+            lines.append("`unknown`: no license file was found beside that input; check its origin before reuse. "
+                         "The card's `license: other` stands for this mix.\n")  # fmt: skip
+    else:
+        lines.append("No environment manifests were available when this card was written; sources are unknown.\n")
+    if makers:
+        lines.append("Made by (backend per role, as recorded in the manifests and row provenance):\n")
+        lines.append("\n".join(f"- {role}: {text}" for role, text in makers.items()) + "\n")
+    return lines
+
+
+def _usage_section(env_id: str) -> list[str]:
+    return [
+        "## Loading\n",
+        "```python\nimport json\nfrom datasets import load_dataset\n\n"
+        f'ds = load_dataset("{REPO_PLACEHOLDER}", split="train")\n'
+        'row = ds[0]\ntools = json.loads(row["tool_schemas"])      # OpenAI function schemas\n'
+        'trace = json.loads(row["golden_trace"])     # stages of calls with arguments and outputs\n```\n',
+        "## Running an environment\n",
+        "Every environment the rows use is in this repository under `envs/<env_id>/` (tool schemas, mock DB, tool "
+        "code, unit tests, manifest). The tool code runs only inside GUST Forge's sandbox:\n",
+        "```bash\npip install gustforge     # or a clone: see the GUST Forge README\n"
+        f"gust env pull {REPO_PLACEHOLDER} {env_id} --to envs\n"
+        f"gust env tools envs/{env_id}\n"
+        f'gust env run envs/{env_id} TOOL --args \'{{"arg": "value"}}\'\n'
+        f"gust env serve envs/{env_id}      # MCP over stdio\n```\n",
+    ]
+
+
+def _limitations_section() -> list[str]:
+    return [
+        "## Limitations\n",
+        "- The environments are mock implementations: tools read and write a small synthetic database, not the "
+        "real services the original tool definitions describe.\n"
+        "- Task text and mock data are synthetic; the deterministic offline backend writes template text, which is "
+        'less varied than text written by a model (see "Made by").\n'
+        "- Verification checks that the golden trace replays and that stated arguments appear in the text; it "
+        "does not prove the task is the only or the most natural solution.\n"
+        "- Teacher Pass@k is only meaningful when the teacher filter ran (see Filters).\n"
+        "- Tool code is generated: run it only in the GUST Forge sandbox.\n",
+    ]
+
+
+def _citation_section() -> list[str]:
+    return [
+        "## Citation\n",
+        "```bibtex\n@software{gustforge,\n  title = {GUST Forge: executable tool environments and long-horizon "
+        "tool-use tasks},\n  year = {2026},\n  note = {Dataset built with GUST Forge}\n}\n```\n",
+        "The method follows ToolVerse (tool dependency graphs, dynamic unlocking sampling, inverse context "
+        "reconstruction, execution-based verification); cite it together with the sources above.\n",
+    ]

@@ -24,20 +24,26 @@ __all__ = [
     "append_jsonl",
     "iter_parquet_rows",
     "write_parquet_rows",
+    "FILE_MODE",
+    "DIR_MODE",
 ]
 
 M = TypeVar("M", bound=BaseModel)
+
+FILE_MODE = 0o644  # run folders are shared with other users and containers: never mkstemp's private 0600
+DIR_MODE = 0o755
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
     """Write to a temp file in the same folder, fsync, rename: a killed run never leaves a half file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            os.fchmod(handle.fileno(), FILE_MODE)
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -100,7 +106,7 @@ def iter_jsonl_lines(path: Path) -> Iterator[str]:
 def append_jsonl(path: Path, row: Any) -> None:
     """Append one JSON line and fsync it (resumable logs: a killed run keeps every completed line)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     if isinstance(row, BaseModel):
         line = row.model_dump_json()
     else:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from data.models import StrictModel
+from envgen.limits import IngestLimits
 from gustforge.llm import LLMSettings
 
 __all__ = ["EnvGenConfig", "PAPER_MIN_TOOLS", "PAPER_MAX_TOOLS", "PAPER_MAX_PARAMS"]
@@ -72,6 +73,7 @@ class EnvGenConfig(StrictModel):
     def paper_filter_overridden(self) -> bool:
         """True when the tool-count window or the parameter cap differs from the paper's filter."""
         return (self.min_tools, self.max_tools, self.max_params) != (PAPER_MIN_TOOLS, PAPER_MAX_TOOLS, PAPER_MAX_PARAMS)
+    limits: IngestLimits = Field(default_factory=IngestLimits, description="Depth/size/count limits of raw input.")
 
     @model_validator(mode="after")
     def _check_ranges(self) -> EnvGenConfig:

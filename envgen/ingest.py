@@ -13,6 +13,7 @@ Every record ends as a `Toolset` or as a `QuarantineRecord` with a specific reas
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -22,17 +23,27 @@ from typing import Any
 
 from data.models import Provenance, QuarantineRecord, RawTool, SourceFormat, StageReport, StrictModel, Toolset
 from envgen.config import EnvGenConfig
+from envgen.limits import IngestLimits
 from gustforge.errors import InputError
 from gustforge.hashing import canonical_json, sha256_text, short_hash
 from gustforge.registry import Registry
 from gustforge.schemas import nonlocal_refs
 
-__all__ = ["IngestResult", "read_toolsets", "detect_format", "resolve_refs", "reason_of", "TOOLBENCH_TYPES"]
+__all__ = [
+    "IngestResult",
+    "read_toolsets",
+    "detect_format",
+    "resolve_refs",
+    "reason_of",
+    "decode_bytes",
+    "json_depth",
+    "json_nodes",
+    "TOOLBENCH_TYPES",
+]
 
 logger = logging.getLogger(__name__)
 
 STAGE = "ingest"
-_MAX_SCHEMA_CHARS = 200_000
 TOOLBENCH_TYPES = {
     "string": "string", "str": "string", "enum": "string", "date": "string", "time_zone": "string",
     "number": "number", "float": "number", "double": "number", "integer": "integer", "int": "integer",
@@ -124,7 +135,9 @@ def _detect_dict(value: dict[str, Any]) -> SourceFormat | None:
 def _iter_files(path: Path) -> Iterator[Path]:
     if path.is_dir():
         for child in sorted(path.rglob("*")):
-            if child.is_file() and not child.name.startswith("."):
+            if child.name.startswith("."):
+                continue
+            if child.is_file() or (child.is_symlink() and not child.exists()):  # a dangling link: unreadable_file
                 yield child
     elif path.is_file():
         yield path
@@ -132,29 +145,81 @@ def _iter_files(path: Path) -> Iterator[Path]:
         raise InputError(f"no such file or folder: {path}")
 
 
-def _jsonl_records(path: Path) -> Iterator[_Record]:
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield _Record(str(path), f"line:{number}", line.rstrip("\n"), json.loads(line))
-            except json.JSONDecodeError as exc:
-                yield _Record(str(path), f"line:{number}", line.rstrip("\n"), error=f"{exc.msg} (col {exc.colno})")
+# UTF-32 before UTF-16: the UTF-32-LE mark starts with the UTF-16-LE one.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_FALLBACK_ENCODINGS = ("utf-8", "cp1252", "latin-1")  # latin-1 decodes any byte string
 
 
-def _json_records(path: Path, fmt: SourceFormat | None) -> Iterator[_Record]:
-    text = path.read_text(encoding="utf-8", errors="replace")
+def sniff_encoding(head: bytes) -> str | None:
+    """The encoding named by a byte-order mark at the start of a file, or None."""
+    return next((encoding for bom, encoding in _BOMS if head.startswith(bom)), None)
+
+
+def decode_bytes(raw: bytes) -> str:
+    """Text of raw input bytes: BOM-marked UTF-8/16/32, else UTF-8, else Windows-1252, else Latin-1."""
+    encoding = sniff_encoding(raw[:4])
+    if encoding is not None:
+        return raw.decode(encoding, errors="replace")
+    for candidate in _FALLBACK_ENCODINGS:
+        try:
+            return raw.decode(candidate)
+        except UnicodeDecodeError:
+            continue
+    raise AssertionError("latin-1 decodes every byte string")  # pragma: no cover
+
+
+def _parse(path: Path, record_id: str, text: str, limits: IngestLimits) -> _Record:
+    """One record from its text; every way the text can be unusable becomes an error code, never an exception."""
+    if len(text) > limits.max_record_chars:
+        error = f"record_too_large: {len(text)} chars > max_record_chars={limits.max_record_chars}"
+        return _Record(str(path), record_id, text[:1000], error=error)
     try:
-        value = json.loads(text)
+        return _Record(str(path), record_id, text, json.loads(text))
     except json.JSONDecodeError as exc:
-        yield _Record(str(path), "file", text, error=f"{exc.msg} (line {exc.lineno})")
+        return _Record(
+            str(path), record_id, text, error=f"malformed_json: {exc.msg} (line {exc.lineno} col {exc.colno})"
+        )
+    except RecursionError:
+        return _Record(str(path), record_id, text, error="record_too_deep: nesting exceeds the JSON parser's limit")
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    with path.open("rb") as handle:
+        encoding = sniff_encoding(handle.read(4))
+    if encoding is not None and encoding != "utf-8-sig":  # UTF-16/32: bytes cannot be split on b"\n"
+        with path.open(encoding=encoding, errors="replace") as handle:
+            yield from handle
         return
-    if isinstance(value, list) and _is_record_list(value, fmt):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle):
+            yield decode_bytes(raw[3:] if number == 0 and encoding else raw)
+
+
+def _jsonl_records(path: Path, limits: IngestLimits) -> Iterator[_Record]:
+    for number, line in enumerate(_text_lines(path), start=1):
+        if line.strip():
+            yield _parse(path, f"line:{number}", line.rstrip("\r\n"), limits)
+
+
+def _json_records(path: Path, fmt: SourceFormat | None, limits: IngestLimits) -> Iterator[_Record]:
+    record = _parse(path, "file", decode_bytes(path.read_bytes()), limits)
+    value = record.value
+    if record.error is None and isinstance(value, list) and _is_record_list(value, fmt):
         for index, item in enumerate(value):
-            yield _Record(str(path), f"item:{index}", canonical_json(item), item)
+            try:
+                text = canonical_json(item)
+            except (RecursionError, ValueError):
+                yield _Record(str(path), f"item:{index}", "", error="record_too_deep: cannot serialize the item")
+                continue
+            yield _Record(str(path), f"item:{index}", text, item)
     else:
-        yield _Record(str(path), "file", text, value)
+        yield record
 
 
 def _is_record_list(value: list[Any], fmt: SourceFormat | None) -> bool:
@@ -166,21 +231,73 @@ def _is_record_list(value: list[Any], fmt: SourceFormat | None) -> bool:
     return bool(value) and all(isinstance(v, dict) and _detect_dict(v) is not None for v in value)
 
 
-def _records(path: Path, fmt: SourceFormat | None) -> Iterator[_Record]:
-    for file in _iter_files(path):
-        suffix = file.suffix.lower()
-        if suffix == ".jsonl":
-            yield from _jsonl_records(file)
-        elif suffix == ".json":
-            yield from _json_records(file, fmt)
-        elif suffix == ".parquet":  # streamed in record batches (Toucan-1.5M ships as parquet)
-            from envgen.parquet_input import iter_parquet_rows
+def _parquet_records(file: Path, limits: IngestLimits) -> Iterator[_Record]:
+    from envgen.parquet_input import iter_parquet_rows
 
-            for record_id, text, value, error in iter_parquet_rows(file):
-                yield _Record(str(file), record_id, text, value, error=error)
-        else:  # counted and quarantined, never skipped silently
-            error = f"unsupported file type {file.suffix or '(none)'!r}: expected .json, .jsonl or .parquet"
-            yield _Record(path=str(file), record_id="file", text=file.name, error=error)
+    for record_id, text, _value, error in iter_parquet_rows(file):
+        if error is not None:
+            yield _Record(str(file), record_id, text, error=f"unreadable_file: {error}")
+        else:  # re-parsed so a row meets the same depth/size limits as a JSON line
+            yield _parse(file, record_id, text, limits)
+
+
+def _file_records(file: Path, fmt: SourceFormat | None, limits: IngestLimits) -> Iterator[_Record]:
+    suffix = file.suffix.lower()
+    if suffix == ".parquet":  # streamed in record batches (Toucan-1.5M ships as parquet), so no file-size cap
+        yield from _parquet_records(file, limits)
+        return
+    if suffix not in (".json", ".jsonl"):  # counted and quarantined, never skipped silently
+        error = (f"unsupported_file: unsupported file type {file.suffix or '(none)'!r}: "
+                 "expected .json, .jsonl or .parquet")
+        yield _Record(path=str(file), record_id="file", text=file.name, error=error)
+        return
+    size = file.stat().st_size
+    if size > limits.max_file_bytes:
+        error = f"file_too_large: {size} bytes > max_file_bytes={limits.max_file_bytes}"
+        yield _Record(path=str(file), record_id="file", text=file.name, error=error)
+        return
+    empty = True
+    for record in _jsonl_records(file, limits) if suffix == ".jsonl" else _json_records(file, fmt, limits):
+        empty = False
+        yield record
+    if empty:  # a file with no record is still an input: it is accounted for, not skipped
+        yield _Record(path=str(file), record_id="file", text=file.name, error="empty_file: no records in the file")
+
+
+def _records(path: Path, fmt: SourceFormat | None, limits: IngestLimits) -> Iterator[_Record]:
+    for file in _iter_files(path):
+        emitted = 0
+        try:
+            for record in _file_records(file, fmt, limits):
+                emitted += 1
+                yield record
+        except OSError as exc:  # unreadable file (permissions, vanished, I/O error): one record for the rest of it
+            where = "file" if emitted == 0 else f"after:{emitted}"
+            yield _Record(str(file), where, file.name, error=f"unreadable_file: {type(exc).__name__}: {exc}")
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of a JSON value (a scalar is 0), computed without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def json_nodes(value: Any) -> int:
+    """Number of values (objects, lists and scalars) inside a JSON value, computed without recursion."""
+    count, stack = 0, [value]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return count
 
 
 # --------------------------------------------------------------------------------------------- format parsers
@@ -193,6 +310,8 @@ def _loads_maybe(value: Any) -> Any:
             return json.loads(value)
         except json.JSONDecodeError:
             raise InputError(f"malformed_json: string column is not JSON: {value[:60]!r}") from None
+        except RecursionError:
+            raise InputError("record_too_deep: a string column nests beyond the JSON parser's limit") from None
     return value
 
 
@@ -360,24 +479,33 @@ def _pointer(root: dict[str, Any], ref: str) -> Any:
     return node
 
 
-def resolve_refs(schema: dict[str, Any]) -> dict[str, Any]:
+def resolve_refs(schema: dict[str, Any], *, max_nodes: int | None = None) -> dict[str, Any]:
     """Inline every local `$ref` (`#/definitions/..`, `#/$defs/..`, any JSON pointer) of a schema.
 
     Args:
         schema: a JSON schema whose refs point inside itself.
+        max_nodes: stop with `schema_too_large` once the inlined schema would hold more values than this
+            (refs used many times can grow a small schema exponentially).
 
     Returns:
         An equivalent schema without `$ref`, `definitions` or `$defs` at its root.
 
     Raises:
-        InputError: `ref_cycle: ...` for a recursive schema, `unresolvable_ref: ...` for a remote or dangling ref.
+        InputError: `ref_cycle: ...` for a recursive schema, `unresolvable_ref: ...` for a remote or dangling ref,
+            `schema_too_large: ...` past `max_nodes`.
 
     Example:
         >>> resolve_refs({"properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}})
         {'properties': {'a': {'type': 'string'}}}
     """
 
+    budget = [max_nodes]
+
     def walk(node: Any, stack: tuple[str, ...]) -> Any:
+        if budget[0] is not None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise InputError(f"schema_too_large: more than {max_nodes} values once $refs are inlined")
         if isinstance(node, list):
             return [walk(item, stack) for item in node]
         if not isinstance(node, dict):
@@ -397,7 +525,20 @@ def resolve_refs(schema: dict[str, Any]) -> dict[str, Any]:
     return walk(body, ())
 
 
-def _check_parameters(params: Any) -> dict[str, Any]:
+def _check_size(params: dict[str, Any], limits: IngestLimits) -> None:
+    depth = json_depth(params)
+    if depth > limits.max_schema_depth:
+        raise InputError(
+            f"schema_too_deep: parameters nest {depth} levels > max_schema_depth={limits.max_schema_depth}"
+        )
+    nodes = json_nodes(params)
+    if nodes > limits.max_schema_nodes:
+        raise InputError(
+            f"schema_too_large: parameters hold {nodes} values > max_schema_nodes={limits.max_schema_nodes}"
+        )
+
+
+def _check_parameters(params: Any, limits: IngestLimits) -> dict[str, Any]:
     if params is None:
         return {"type": "object", "properties": {}}
     if not isinstance(params, dict):
@@ -406,10 +547,15 @@ def _check_parameters(params: Any) -> dict[str, Any]:
         raise InputError(f"non_object_parameters: type is {params.get('type')!r}")
     if not isinstance(params.get("properties", {}), dict):
         raise InputError("non_object_parameters: properties is not an object")
+    _check_size(params, limits)
     if "$ref" in canonical_json(params):
-        params = resolve_refs(params)
-    if len(canonical_json(params)) > _MAX_SCHEMA_CHARS:
-        raise InputError("schema_too_large: parameters schema exceeds 200k chars")
+        params = resolve_refs(params, max_nodes=limits.max_schema_nodes)
+        _check_size(params, limits)
+    chars = len(canonical_json(params))
+    if chars > limits.max_schema_chars:
+        raise InputError(
+            f"schema_too_large: parameters schema has {chars} chars > max_schema_chars={limits.max_schema_chars}"
+        )
     params = {k: v for k, v in params.items() if k != "$schema"}
     return {"type": "object", **params}
 
@@ -425,7 +571,11 @@ def _clip(text: str, cfg: EnvGenConfig, what: str) -> str:
 def _raw_tool(item: dict[str, Any], cfg: EnvGenConfig) -> RawTool:
     name = item.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise InputError(f"missing_tool_name: tool name is {name!r}")
+        raise InputError(f"missing_tool_name: tool name is {name!r:.100}")
+    if len(name) > cfg.limits.max_tool_name_chars:
+        raise InputError(
+            f"tool_name_too_long: {len(name)} chars > max_tool_name_chars={cfg.limits.max_tool_name_chars}"
+        )
     description = item.get("description")
     description = description if isinstance(description, str) else ("" if description is None else str(description))
     output = item.get("output_schema")
@@ -435,12 +585,15 @@ def _raw_tool(item: dict[str, Any], cfg: EnvGenConfig) -> RawTool:
     return RawTool(
         name=name.strip(),
         description=_clip(description.strip(), cfg, f"tool {name!r}"),
-        parameters=_check_parameters(item.get("parameters")),
+        parameters=_check_parameters(item.get("parameters"), cfg.limits),
         output_schema=output if isinstance(output, dict) else None,
     )
 
 
 def _toolset(candidate: _Candidate, cfg: EnvGenConfig) -> Toolset:
+    if len(candidate.tools) > cfg.limits.max_tools_per_record:
+        limit = cfg.limits.max_tools_per_record
+        raise InputError(f"too_many_tools: {len(candidate.tools)} listed > max_tools_per_record={limit}")
     tools = [_raw_tool(t, cfg) for t in candidate.tools]
     if not tools:
         raise InputError("no_tools: the record lists no tools")
@@ -453,6 +606,7 @@ def _toolset(candidate: _Candidate, cfg: EnvGenConfig) -> Toolset:
     if len(tools) > cfg.max_tools:
         raise InputError(f"too_many_tools: {len(tools)} > max_tools={cfg.max_tools}")
     key = sorted((t.model_dump(mode="json") for t in tools), key=lambda t: t["name"])
+    canonical_json([candidate.name, candidate.description, key]).encode("utf-8")  # UnicodeEncodeError: lone surrogate
     return Toolset(
         toolset_id=short_hash(key, 16),
         name=candidate.name.strip() or "toolset",
@@ -477,24 +631,51 @@ def _quarantine(prov: Provenance, exc: Exception | str, *, suffix: str = "") -> 
     return QuarantineRecord(item_id=item, stage=STAGE, reason=code, detail=detail, provenance=prov)
 
 
-def _candidates(record: _Record, fmt: SourceFormat | None) -> tuple[list[_Candidate], list[QuarantineRecord]]:
+def unexpected_reason(exc: BaseException) -> str:
+    """The quarantine message of an error no specific check anticipated (the record goes, the run goes on)."""
+    if isinstance(exc, RecursionError):
+        return "record_too_deep: nesting exceeds Python's recursion limit"
+    if isinstance(exc, UnicodeError):
+        return f"invalid_unicode: {exc}"
+    return f"invalid_record: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+def _record_problem(record: _Record, limits: IngestLimits) -> str | None:
+    """Why a parsed record must not reach a parser, or None."""
+    if record.error is not None:
+        return record.error
+    depth = json_depth(record.value)
+    if depth > limits.max_record_depth:
+        return f"record_too_deep: nests {depth} levels > max_record_depth={limits.max_record_depth}"
+    try:
+        canonical_json(record.value).encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates ("\\ud800") would crash every later file write
+        return f"invalid_unicode: unpaired surrogate at {exc.start}"
+    return None
+
+
+def _candidates(
+    record: _Record, fmt: SourceFormat | None, limits: IngestLimits
+) -> tuple[list[_Candidate], list[QuarantineRecord]]:
     """Parse one record into candidates; a record that cannot be parsed becomes one quarantine record."""
-    detected = fmt or detect_format(record.value)
+    detected = fmt or (detect_format(record.value) if record.error is None else None)
     prov = Provenance(
         source_format=detected or SourceFormat.OPENAI_TOOLS,
         path=record.path,
         record_id=record.record_id,
         raw_sha256=sha256_text(record.text),
     )
-    if record.error is not None:
-        code = "unsupported_file" if record.error.startswith("unsupported file type") else "malformed_json"
-        return [], [_quarantine(prov, f"{code}: {record.error}")]
+    problem = _record_problem(record, limits)
+    if problem is not None:
+        return [], [_quarantine(prov, problem)]
     if detected is None:
         return [], [_quarantine(prov, InputError("unrecognized_record: no known tool layout"))]
     try:
         return _PARSERS.get(detected)(record, prov), []
     except InputError as exc:
         return [], [_quarantine(prov, exc)]
+    except Exception as exc:  # total reader: a parser surprised by hostile input drops this record only
+        return [], [_quarantine(prov, unexpected_reason(exc))]
 
 
 def read_toolsets(path: Path, *, fmt: SourceFormat | None = None, cfg: EnvGenConfig | None = None) -> IngestResult:
@@ -517,8 +698,8 @@ def read_toolsets(path: Path, *, fmt: SourceFormat | None = None, cfg: EnvGenCon
     quarantine: list[QuarantineRecord] = []
     seen: dict[str, str] = {}
     inputs = 0
-    for record in _records(Path(path), fmt):
-        candidates, rejected = _candidates(record, fmt)
+    for record in _records(Path(path), fmt, cfg.limits):
+        candidates, rejected = _candidates(record, fmt, cfg.limits)
         inputs += len(candidates) + len(rejected)
         quarantine.extend(rejected)
         for candidate in candidates:
@@ -526,6 +707,9 @@ def read_toolsets(path: Path, *, fmt: SourceFormat | None = None, cfg: EnvGenCon
                 toolset = _toolset(candidate, cfg)
             except InputError as exc:
                 quarantine.append(_quarantine(candidate.provenance, exc))
+                continue
+            except Exception as exc:  # total reader: see `unexpected_reason`
+                quarantine.append(_quarantine(candidate.provenance, unexpected_reason(exc)))
                 continue
             if toolset.toolset_id in seen:
                 reason = f"duplicate_of:{toolset.toolset_id}"

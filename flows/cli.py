@@ -1,4 +1,9 @@
-"""`gust`: the command-line entry point. One subcommand per flow or stage; heavy imports happen per command."""
+"""`gust`: the command-line entry point. One subcommand per flow or stage; heavy imports happen per command.
+
+Output contract: results (summaries, tables, JSON) go to stdout; progress, warnings and errors go to stderr.
+Nothing hard-wraps when piped. Exit codes: 0 ok, 1 the run failed (reason printed), 2 bad usage or a failed
+pre-flight check, 130 interrupted (rerun the same command to resume from the stage cache).
+"""
 
 from __future__ import annotations
 
@@ -7,32 +12,71 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from flows.prefect_env import configure_prefect_environment
 
 __all__ = ["app", "main"]
 
-console = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True, highlight=False)
+out_console = Console(soft_wrap=True, highlight=False)
 app = typer.Typer(
     name="gust",
     help="GUST Forge: executable tool environments, long-horizon tool-use tasks and RL training data.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
 )
 
 STAGE_NAMES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "quality", "export", "convert")
+# the file a stage's --from folder must hold (the previous stage's outputs); envgen reads raw inputs
+_STAGE_INPUT = {"tdg": "work/envgen.jsonl or envs/", "sample": "work/tdg.jsonl", "reconstruct": "work/sample.jsonl",
+                "tasks": "work/reconstruct.jsonl", "verify": "work/tasks.jsonl", "quality": "work/verify.jsonl",
+                "export": "work/quality.jsonl",
+                "convert": "work/export.jsonl"}  # fmt: skip
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML or TOML build config.")]
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config key: section.key=value (repeat).")]
 BackendOpt = Annotated[str | None, typer.Option("--backend", help="LLM backend for every role: offline | openai.")]
 SeedOpt = Annotated[int | None, typer.Option("--seed", help="Master seed (also the envgen and tdg seeds).")]
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run folder (outputs, reports and the stage cache).")]
+
+
+def _version() -> str:
+    try:
+        return version("gustforge")
+    except PackageNotFoundError:  # a checkout on PYTHONPATH without an install
+        return "0+unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"gust {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    show_version: Annotated[
+        bool, typer.Option("--version", help="Print the version and exit.", callback=_show_version, is_eager=True)
+    ] = False,  # fmt: skip
+) -> None:
+    """GUST Forge: executable tool environments, long-horizon tool-use tasks and RL training data."""
+    if ctx.invoked_subcommand == "train":
+        from gustforge.preflight import check_extras
+
+        _stop_on(check_extras(["train"], purpose="gust train"))
 
 
 def _mount(module: str, name: str, help_text: str) -> None:
@@ -73,34 +117,126 @@ def _load_config(config: Path | None, overrides: list[str] | None, *, out: Path,
 
 
 def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {escape(message)}")
     raise typer.Exit(code)
 
 
-def _print_summary(summary: Any) -> None:
-    table = Table(title=f"gust build → {summary.out}")
-    for column in ("stage", "inputs", "produced", "dropped (top reasons)", "seconds"):
-        table.add_column(column)
+def _stop_on(problems: list[Any]) -> None:
+    """Print every pre-flight problem (one line each, with its fix) and exit 2 if there is any."""
+    for problem in problems:
+        err.print(f"[bold red]error:[/] {escape(problem.line())}")
+    if problems:
+        raise typer.Exit(2)
+
+
+def _crashed(what: str, exc: Exception) -> None:
+    """An error no check anticipated: one line (the traceback with GUST_TRACEBACK=1); the stage cache keeps the
+    finished work, so the same command resumes."""
+    if os.environ.get("GUST_TRACEBACK"):
+        raise exc
+    _fail(f"{what} failed: {type(exc).__name__}: {exc} (rerun to resume; GUST_TRACEBACK=1 shows the traceback)", 1)
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out} is a file, not a folder; pass a folder path")
+
+
+def reason_text(dropped: Mapping[str, int], limit: int | None = None) -> str:
+    """`reason=count, ...` by count (most first), or `-`; `limit` keeps the top reasons and says how many more."""
+    ranked = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ranked if limit is None else ranked[:limit]
+    more = f", +{len(ranked) - len(shown)} more" if len(ranked) > len(shown) else ""
+    return (", ".join(f"{k}={v}" for k, v in shown) + more) or "-"
+
+
+def _summary_rows(summary: Any, timings: Mapping[str, float], cached: set[str]) -> list[list[str]]:
+    rows = []
     for stage, report in summary.stages.items():
-        ranked = sorted(report.dropped.items(), key=lambda kv: -kv[1])
-        more = f", +{len(ranked) - 3} more" if len(ranked) > 3 else ""
-        reasons = ", ".join(f"{k}={v}" for k, v in ranked[:3]) + more
-        seconds = summary.seconds.get(stage)
-        table.add_row(stage, str(report.inputs), str(report.produced), reasons or "-",
-                      f"{seconds:.1f}" if seconds is not None else "-")  # fmt: skip
-    console.print(table)
+        seconds = timings.get(stage)
+        timing = f"{seconds:.1f}" if seconds is not None else "-"
+        timing += " (cached)" if stage in cached else ""
+        rows.append([stage, str(report.inputs), str(report.produced), reason_text(report.dropped, 3), timing])
+    return rows
+
+
+def _print_summary(summary: Any, timings: Mapping[str, float], cached: set[str]) -> None:
+    columns = ("stage", "inputs", "produced", "dropped (top reasons)", "seconds")
+    rows = _summary_rows(summary, timings, cached)
+    if out_console.is_terminal:
+        table = Table(title=f"gust build → {summary.out}")
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*(escape(cell) for cell in row))
+        out_console.print(table)
+    else:  # scripts: one tab-separated line per stage, never wrapped
+        typer.echo("\t".join(columns))
+        for row in rows:
+            typer.echo("\t".join(row))
     gust_dir = Path(summary.out) / summary.gust_dir if summary.gust_dir else None
-    console.print(f"GUST rows: [bold]{summary.gust_rows}[/] in {gust_dir}; teacher Pass@k: {summary.teacher}")
+    typer.echo(f"GUST rows: {summary.gust_rows} in {gust_dir}; teacher Pass@k: {summary.teacher}")
     for role, usage in summary.llm.items():
-        console.print(f"LLM {role}: {usage['requests']} requests, {usage['cache_hits']} cached, "
-                      f"{usage['retries']} retries, {usage['total_tokens']} tokens")  # fmt: skip
+        typer.echo(f"LLM {role}: {usage['requests']} requests, {usage['cache_hits']} cached, "
+                   f"{usage['retries']} retries, {usage['total_tokens']} tokens")  # fmt: skip
+
+
+def _next_commands(out: Path) -> list[str]:
+    """Commands worth running after a build, with an environment id that exists in this run."""
+    envs = sorted(p for p in (out / "envs").glob("*/manifest.json")) if (out / "envs").is_dir() else []
+    if not envs:
+        return []
+    env_dir = envs[0].parent
+    lines = [f"gust env tools {env_dir}"]
+    schemas = env_dir / "schemas.json"
+    try:
+        tools = json.loads(schemas.read_text(encoding="utf-8"))
+        # a tool that needs no argument runs as printed; otherwise fill in the "..." placeholders
+        tool = next((t for t in tools if not t.get("parameters", {}).get("required")), tools[0])
+        required = tool.get("parameters", {}).get("required") or []
+        example = {name: "..." for name in required}
+        lines.append(f"gust env run {env_dir} {tool['name']} --args '{json.dumps(example)}'")
+    except (OSError, ValueError, KeyError, IndexError):
+        pass
+    lines.append(f"gust env serve {env_dir}    # MCP over stdio")
+    if (out / "gust" / "README.md").is_file():
+        lines.append(f"gust export --from {out / 'gust'} --dry-run {out / 'hub'}")
+    if (out / "verl" / "train.parquet").is_file():
+        lines.append(
+            f"gust train --algo slca --data {out / 'verl' / 'train.parquet'} --dry-run    # needs the train extra"
+        )
+    return lines
+
+
+def _run_flow(body: Any, progress_console: Console | None = None) -> tuple[Any, Any]:
+    """Run `body()` (which runs a flow) on a local Prefect server in its own session, interruptibly.
+
+    On Ctrl-C / SIGTERM: the flow is interrupted, the progress display closed, the server stopped, one line
+    printed, exit 130 (see `flows.interrupt`). Returns (body's result, the progress tracker or None).
+    """
+    from flows.interrupt import on_local_server
+    from flows.progress import stage_progress
+
+    if progress_console is None:
+        return on_local_server(body), None
+
+    def with_progress() -> tuple[Any, Any]:
+        with stage_progress(progress_console) as progress:
+            return body(), progress
+
+    return on_local_server(with_progress)
 
 
 @app.command()
 def build(
     inputs: Annotated[list[Path] | None, typer.Option("--input", "-i", help="Raw toolset file/folder.")] = None,
-    input_format: Annotated[str | None, typer.Option("--format", help="toucan_row | toucan_server | openai_tools | "
-                                                     "mcp_tools_list | toolbench (default: detected)")] = None,
+    input_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="toucan_row | toucan_server | openai_tools | mcp_tools_list | toolbench (default: detected)",
+        ),
+    ] = None,
     out: OutOpt = Path("out"),
     config: ConfigOpt = None,
     overrides: SetOpt = None,
@@ -115,13 +251,12 @@ def build(
     min_rows: Annotated[int | None, typer.Option("--min-rows", help="Exit non-zero below this many rows.")] = None,
     refresh_llm: Annotated[list[str] | None, typer.Option("--refresh-llm", help="Re-draw cached replies of an "
                            "LLM role (refactor, database, codegen, tdg_judge, task_writer; repeat).")] = None,
+    skip_checks: Annotated[bool, typer.Option("--skip-checks", help="Skip the pre-flight checks.")] = False,
 ) -> None:
     """Build environments, tasks and the GUST dataset (default: the bundled sample, offline)."""
     from gustforge.errors import GustError
 
-    configure_prefect_environment(out)
-    if refresh:
-        os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"
+    _check_out(out)
     try:
         extra = [f"input_format={input_format}"] if input_format else []
         extra += [f"min_rows={min_rows}"] if min_rows is not None else []
@@ -129,19 +264,61 @@ def build(
         cfg = _load_config(config, [*(overrides or []), *extra],
                            out=out, backend=backend, seed=seed, inputs=inputs, runner=runner, workers=workers,
                            address=address, teacher_url=teacher_url, teacher_model=teacher_model)  # fmt: skip
-        for path in cfg.inputs:
-            if not Path(path).exists():
-                _fail(f"input {path} does not exist")
-        from flows.build import run_build
-        from flows.progress import stage_progress
+    except GustError as exc:
+        _fail(str(exc))
+    for path in cfg.inputs:
+        if not Path(path).exists():
+            _fail(f"input {path} does not exist")
+    if not skip_checks:
+        from gustforge.preflight import build_problems
 
-        with stage_progress(console):
-            summary = run_build(cfg)
+        _stop_on(build_problems(cfg))
+    configure_prefect_environment(out)
+    if refresh:
+        os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"
+    from flows.build import run_build
+
+    try:
+        summary, progress = _run_flow(lambda: run_build(cfg), err)
     except GustError as exc:
         _fail(str(exc), 1)
-    _print_summary(summary)
+    except Exception as exc:
+        _crashed("build", exc)
+    _print_summary(summary, progress.timings, progress.cached)
     if summary.problems:
         _fail("; ".join(summary.problems), 1)
+    steps = _next_commands(out)
+    if steps:
+        err.print("next:")
+        for line in steps:
+            err.print(f"  {escape(line)}")
+
+
+def _check_stage_source(name: str, source: Path) -> None:
+    if name not in STAGE_NAMES:
+        _fail(f"unknown stage {name!r}; valid: {', '.join(STAGE_NAMES)}")
+    if not source.exists():
+        _fail(f"--from {source} does not exist")
+    if name == "envgen":
+        return
+    if not source.is_dir():
+        _fail(f"--from {source} must be a run folder (the --out of an earlier build)")
+    previous = _STAGE_INPUT[name]
+    found = (source / previous.split(" ")[0]).is_file() or (name == "tdg" and ((source / "envs").is_dir() or any(
+        (p / "manifest.json").is_file() for p in source.iterdir())))  # fmt: skip
+    if not found:
+        _fail(f"stage {name} needs {source}/{previous} (run the earlier stages or `gust build` into {source} first)")
+
+
+def _ingest_line(out: Path) -> str | None:
+    path = out / "reports" / "ingest.jsonl"
+    if not path.is_file():
+        return None
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    dropped = Counter(str(r.get("reason", "?")).split(":")[0] for r in rows if r.get("outcome") == "dropped")
+    produced = sum(r.get("outcome") == "produced" for r in rows)
+    return (f"ingest: {produced + sum(dropped.values())} inputs, {produced} toolsets, {sum(dropped.values())} "
+            f"quarantined at ingest ({reason_text(dropped)}); details: {out / 'quarantine.jsonl'}")  # fmt: skip
 
 
 @app.command()
@@ -153,25 +330,82 @@ def stage(
     overrides: SetOpt = None,
     backend: BackendOpt = None,
     seed: SeedOpt = None,
+    direct: Annotated[
+        bool,
+        typer.Option(
+            "--direct",
+            help="Run in this process without Prefect: no server start-up, "
+            "no stage cache, no UI (same library functions and reports).",
+        ),
+    ] = False,
 ) -> None:
-    """Re-run one stage on an earlier run's outputs, inside Prefect (logged, cached)."""
+    """Re-run one stage on an earlier run's outputs, inside Prefect (logged, cached), or directly (--direct)."""
     from gustforge.errors import GustError
 
-    if name not in STAGE_NAMES:
-        _fail(f"unknown stage {name!r}; valid: {', '.join(STAGE_NAMES)}")
-    if not source.exists():
-        _fail(f"--from {source} does not exist")
-    configure_prefect_environment(out)
+    _check_stage_source(name, source)  # before Prefect starts: a typo costs nothing
+    _check_out(out)
     try:
         cfg = _load_config(config, overrides, out=out, backend=backend, seed=seed)
-        from flows.build import run_stage
+    except GustError as exc:
+        _fail(str(exc))
+    from gustforge.preflight import build_problems
 
-        result = run_stage(name, source, cfg)
+    _stop_on(build_problems(cfg))
+    try:
+        if direct:
+            result = _run_stage_direct(name, source, cfg)
+        else:
+            configure_prefect_environment(out)
+            from flows.build import run_stage
+
+            result, _ = _run_flow(lambda: run_stage(name, source, cfg))
     except GustError as exc:
         _fail(str(exc), 1)
+    except Exception as exc:
+        _crashed(f"stage {name}", exc)
+    if name == "envgen":
+        line = _ingest_line(out)
+        if line:
+            typer.echo(line)
     report = result.report
-    console.print(f"{name}: inputs {report.inputs}, produced {report.produced}, dropped {dict(report.dropped)}; "
-                  f"report: {out}/reports/{name}.jsonl")  # fmt: skip
+    typer.echo(f"{name}: {report.inputs} inputs, {report.produced} produced, dropped: {reason_text(report.dropped)}; "
+               f"report: {out / 'reports' / (name + '.jsonl')}")  # fmt: skip
+
+
+def _run_stage_direct(name: str, source: Path, cfg: Any) -> Any:
+    """One stage through the same pipeline functions the flow's tasks call, in this process, as one shard."""
+    from gustforge import pipeline
+
+    out = cfg.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    items = pipeline.discover_items(name, source.resolve(), cfg)
+    spec = pipeline.STAGES.get(name)
+    result = spec.run(items, cfg, out)
+    if result.retryable:  # items lost to an unreachable endpoint get one fresh attempt, as in the flow
+        result = spec.run(items, cfg, out)
+    return pipeline.finish_stage(name, [result], out, getattr(cfg.budgets, name, 1.0))
+
+
+def _validate_cron(cron: str) -> None:
+    from prefect.client.schemas.schedules import CronSchedule
+
+    try:
+        CronSchedule(cron=cron)
+    except ValueError as exc:
+        first = str(exc).strip().splitlines()
+        _fail(f'--cron {cron!r} is not a valid cron string ({first[-1] if first else exc}); e.g. "0 3 * * *"')
+
+
+_DEPLOY_HOWTO = (
+    "gust deploy needs a Prefect server that outlives this command (the embedded one is thrown away on exit).\n"
+    "  1. start one:     prefect server start            # SQLite under ~/.prefect; for PostgreSQL set\n"
+    "                                                    # PREFECT_API_DATABASE_CONNECTION_URL first\n"
+    "  2. point at it:   export PREFECT_API_URL=http://127.0.0.1:4200/api\n"
+    "  3. a work pool:   prefect work-pool create gust --type process\n"
+    "  4. deploy:        gust deploy --cron '0 3 * * *' --pool gust --register\n"
+    "  5. a worker:      prefect worker start --pool gust\n"
+    "  (or skip 3-5 and keep `gust deploy --cron ... --serve` running: it serves the schedule itself)"
+)
 
 
 @app.command()
@@ -184,47 +418,75 @@ def deploy(
     serve: Annotated[bool, typer.Option("--serve/--register", help="Serve (long-running) or only register.")] = True,
 ) -> None:
     """Schedule `gust build`: serve it from this process, or register a deployment on a work pool."""
+    from gustforge.errors import GustError
+
+    _check_out(out)
     configure_prefect_environment(out)
+    from flows.prefect_env import is_ephemeral
+
+    if is_ephemeral():
+        err.print(f"[bold red]error:[/] {escape(_DEPLOY_HOWTO)}")
+        raise typer.Exit(2)
+    _validate_cron(cron)
+    try:
+        cfg = _load_config(config, None, out=out, backend=None, seed=None)
+    except GustError as exc:
+        _fail(str(exc))
     from flows.deploy import register_deployment, serve_build
 
-    cfg = _load_config(config, None, out=out, backend=None, seed=None)
     if serve and pool is None:
-        console.print(f"serving deployment gust-build/{name} on cron {cron!r} (Ctrl-C / SIGTERM to stop)")
+        err.print(
+            f"serving deployment gust-build/{escape(name)} on cron {escape(repr(cron))} (Ctrl-C / SIGTERM to stop)"
+        )
         serve_build(cfg, name=name, cron=cron)
         return
     deployment_id = register_deployment(cfg, name=name, cron=cron, work_pool=pool)
-    console.print(f"registered deployment gust-build/{name} ({deployment_id}) on cron {cron!r}"
-                  + (f"; start a worker: prefect worker start --pool {pool}" if pool else ""))  # fmt: skip
+    typer.echo(f"registered deployment gust-build/{name} ({deployment_id}) on cron {cron!r}"
+               + (f"; start a worker: prefect worker start --pool {pool}" if pool else ""))  # fmt: skip
 
 
 @app.command()
 def export(
     source: Annotated[Path, typer.Option("--from", help="A GUST folder (OUT/gust).")] = Path("out/gust"),
     hub: Annotated[str | None, typer.Option("--hub", help="Hub dataset repo ORG/NAME.")] = None,
-    private: Annotated[bool, typer.Option("--private")] = False,
+    private: Annotated[bool, typer.Option("--private", help="Create the Hub repo private.")] = False,
     dry_run: Annotated[Path | None, typer.Option("--dry-run", help="Write the upload folder here; no upload.")] = None,
+    envs: Annotated[Path | None, typer.Option("--envs", help="Environments folder (default: FROM/../envs).")] = None,
 ) -> None:
-    """Publish a GUST folder to the Hugging Face Hub (token from HF_TOKEN), or write the exact folder (--dry-run)."""
-    from data.hub import publish
+    """Publish a GUST folder with its environments to the Hugging Face Hub (token from HF_TOKEN), or write the
+    exact upload folder (--dry-run)."""
     from gustforge.errors import GustError
 
     if not (source / "README.md").is_file():
         _fail(f"{source} is not a GUST folder (no README.md card); run `gust build` first")
     if hub is None and dry_run is None:
         _fail("give --hub ORG/NAME, or --dry-run DIR to only write the upload folder")
+    if dry_run is None:
+        from gustforge.preflight import check_hf_token
+
+        problem = check_hf_token()
+        _stop_on([problem] if problem else [])
+    if dry_run is not None and dry_run.exists() and not dry_run.is_dir():
+        _fail(f"--dry-run {dry_run} is a file, not a folder")
+    from data.gust import REPO_PLACEHOLDER
+    from data.hub import publish
+
     try:
-        result = publish(source, hub or "local/dry-run", private=private, dry_run_dir=dry_run)
+        result = publish(source, hub or REPO_PLACEHOLDER, private=private, dry_run_dir=dry_run, envs_dir=envs)
     except GustError as exc:
         _fail(str(exc), 1)
-    console.print(json.dumps(result.model_dump(mode="json"), indent=2))
+    except Exception as exc:  # the Hub answered with an error after retries: say what, not where in the code
+        _fail(f"upload to {hub} failed: {type(exc).__name__}: {exc}", 1)
+    typer.echo(json.dumps(result.model_dump(mode="json"), indent=2))
 
 
 from flows.cli_quality import quality  # noqa: E402
 
 app.command(help="Measure an OUT folder's tasks: reports/quality.json, card table, figure panel.")(quality)
-_mount("flows.cli_env", "env", "Run or serve (MCP) a built environment.")
+_mount("flows.cli_env", "env", "Run, inspect, serve (MCP) or pull a built environment.")
 _mount("flows.cli_toucan", "toucan", "Toucan SFT/RL preparation, evaluation and the tool-space K-sweep.")
-eval_app = typer.Typer(help="Evaluate a served model (alias of the evaluators' own commands).", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluate a served model (alias of the evaluators' own commands).", no_args_is_help=True,
+                       rich_markup_mode=None)  # fmt: skip
 app.add_typer(eval_app, name="eval")
 try:
     from flows.cli_toucan import evaluate as _toucan_evaluate
@@ -235,7 +497,8 @@ except ImportError:  # pragma: no cover - the toucan package ships with the core
 from flows.cli_eval import gust as _gust_evaluate  # noqa: E402
 
 eval_app.command("gust", help="pass^k on GUST tasks with a simulated user (final-state equivalence).")(_gust_evaluate)
-_mount("flows.cli_train", "train", "Launch RL training on verl (slca | tara | slca_tara | toolpo | grpo).")
+_mount("flows.cli_train", "train", "Launch RL training on verl (slca | tara | slca_tara | toolpo | grpo); "
+       "needs the train extra.")  # fmt: skip
 
 
 def main() -> None:

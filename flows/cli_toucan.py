@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from flows.interrupt import on_local_server
 from flows.prefect_env import configure_prefect_environment
 
 __all__ = ["app"]
 
-app = typer.Typer(help="Toucan SFT/RL preparation, in-domain evaluation, tool-space K-sweep.", no_args_is_help=True)
+app = typer.Typer(help="Toucan SFT/RL preparation, in-domain evaluation, tool-space K-sweep.", no_args_is_help=True,
+                  rich_markup_mode=None)  # fmt: skip
 
 Out = Annotated[Path, typer.Option("--out", "-o", help="Output folder.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of every random choice.")]
 
 
-def _fail(message: str) -> typer.Exit:
+def _fail(message: str, code: int = 2) -> typer.Exit:
     typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
+    return typer.Exit(code)
+
+
+def _reasons(dropped: dict[str, int]) -> str:
+    ranked = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{k}={v}" for k, v in ranked) or "-"
 
 
 @app.command()
 def prepare(
-    input_path: Annotated[Path, typer.Option("--input", "-i", help="Toucan rows: .parquet or .jsonl.")],
+    input_path: Annotated[
+        Path, typer.Option("--input", "-i", help="Toucan rows: .parquet, .jsonl, .json, or a folder of them.")
+    ],  # fmt: skip
     out: Out = Path("out/toucan"),
     seed: Seed = 42,
     start_turn: Annotated[int, typer.Option(help="First decomposed user turn: 2 = paper, 1 = every turn.")] = 2,
@@ -36,14 +44,35 @@ def prepare(
     """Phases 1-4: filter + repair, hold out the test set, decompose, split SFT / RL (see out/report.json)."""
     from toucan.config import ArgCheck, PrepareConfig
 
-    if not input_path.is_file():
-        raise _fail(f"input file not found: {input_path}")
+    if not input_path.exists():
+        raise _fail(f"input not found: {input_path}")
+    if input_path.is_file() and input_path.suffix not in (".parquet", ".jsonl", ".json"):
+        raise _fail(f"--input {input_path}: expected .parquet, .jsonl, .json or a folder of them")
     cfg = PrepareConfig(seed=seed, decompose_start_turn=start_turn, test_single_turn=test_single,
                         test_multi_turn=test_multi, arg_check=ArgCheck(arg_check))  # fmt: skip
     configure_prefect_environment(out)
     from flows.toucan import toucan_prepare_flow
 
-    typer.echo(json.dumps(toucan_prepare_flow(str(input_path.resolve()), str(out.resolve()), cfg), indent=2))
+    paths = on_local_server(lambda: toucan_prepare_flow(str(input_path.resolve()), str(out.resolve()), cfg))
+    from data.io import read_json
+
+    phases = read_json(Path(paths["report"]))["phases"]
+    for phase in phases:
+        outputs = ", ".join(f"{k} {v}" for k, v in phase["outputs"].items()) or "nothing"
+        typer.echo(f"{phase['phase']}: {phase['inputs']} {phase['unit']} in → {outputs}; "
+                   f"dropped: {_reasons(phase['dropped'])}")  # fmt: skip
+    counts = _split_counts(paths)
+    typer.echo("outputs: " + ", ".join(f"{name} {n} rows ({paths[name]})" for name, n in counts.items()))
+    if not any(counts.values()):
+        first = phases[0] if phases else {"inputs": 0, "dropped": {}}
+        raise _fail(f"nothing prepared from {first['inputs']} input rows (dropped: {_reasons(first['dropped'])}); "
+                    f"details: {out / 'quarantine.jsonl'}", 1)  # fmt: skip
+
+
+def _split_counts(paths: dict[str, str]) -> dict[str, int]:
+    import pyarrow.parquet as pq
+
+    return {name: pq.ParquetFile(paths[name]).metadata.num_rows for name in ("test", "rl", "sft") if name in paths}
 
 
 @app.command("eval")
@@ -69,6 +98,15 @@ def evaluate(
 
     if not data.is_file():
         raise _fail(f"test parquet not found: {data}")
+    from gustforge.preflight import check_endpoint
+
+    for url, name, role in ((endpoint, model, "evaluated model"), (mocker_endpoint, mocker_model, "mocker"),
+                            (judge_endpoint if judge == "llm" else None, judge_model, "judge")):  # fmt: skip
+        problem = check_endpoint(url, name, role=role) if url else None
+        if problem:
+            raise _fail(problem.line())
+    if out.exists() and not out.is_dir():
+        raise _fail(f"--out {out} is a file, not a folder")
     out.mkdir(parents=True, exist_ok=True)
     settings = LLMSettings(backend="openai", base_url=endpoint, model=model, max_concurrency=concurrency,
                            cache_path=out / "llm-cache.sqlite")  # fmt: skip
@@ -80,10 +118,13 @@ def evaluate(
     configure_prefect_environment(out)
     from flows.toucan import toucan_eval_flow
 
-    summary = toucan_eval_flow(str(data.resolve()), str(out.resolve()), settings, cfg, judge, judge_options, mocker)
+    summary = on_local_server(lambda: toucan_eval_flow(str(data.resolve()), str(out.resolve()), settings, cfg, judge,
+                                            judge_options, mocker))  # fmt: skip
     typer.echo((out / "report.md").read_text(encoding="utf-8"))
+    if summary["n"] == 0:
+        raise _fail(f"no sample was scored ({summary['failed']} failed); no metrics for n = 0", 1)
     if summary["failed"]:
-        typer.echo(f"{summary['failed']} samples failed (endpoint errors); rerun to retry them", err=True)
+        raise _fail(f"{summary['failed']} samples failed (endpoint errors); rerun to retry them", 1)
 
 
 @app.command()
@@ -100,6 +141,12 @@ def ksweep(
     """Candidate sets of exactly K tools (gold kept) for each K; writes k<K>.parquet and stats.json."""
     from toucan.config import DistractorStrategy, EmbedderName, KSweepConfig
 
+    if embedder == "minilm":
+        from gustforge.preflight import check_extras
+
+        problems = check_extras(["embed"], purpose="--embedder minilm")
+        if problems:
+            raise _fail(problems[0].line())
     if not data.is_file():
         raise _fail(f"parquet not found: {data}")
     try:
@@ -111,7 +158,7 @@ def ksweep(
     configure_prefect_environment(out)
     from flows.toucan import toucan_ksweep_flow
 
-    paths = toucan_ksweep_flow(str(data.resolve()), str((out / strategy).resolve()), cfg)
+    paths = on_local_server(lambda: toucan_ksweep_flow(str(data.resolve()), str((out / strategy).resolve()), cfg))
     from data.io import read_json
 
     for row in read_json(Path(paths["stats"])):

@@ -6,10 +6,19 @@ set: a user pointing at a real server (`PREFECT_API_URL`, e.g. backed by Postgre
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["configure_prefect_environment"]
+from gustforge.errors import GustError
+
+__all__ = ["configure_prefect_environment", "LocalServer", "local_server", "is_ephemeral", "configured_api_url"]
 
 _DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # offline machines: no telemetry errors at server start
@@ -29,3 +38,118 @@ def configure_prefect_environment(out_dir: Path | None = None) -> None:
     if out_dir is not None:
         os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str((Path(out_dir) / ".prefect-results").resolve())
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")
+
+
+def configured_api_url() -> str | None:
+    """The Prefect API URL set by the environment, a profile or a test harness; None = ephemeral mode."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().api.url
+
+
+def is_ephemeral() -> bool:
+    """True when no Prefect server is configured: flows would run on a throw-away server of this process."""
+    return not configured_api_url()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise GustError(f"the local Prefect server exited with code {process.returncode} (log: {_server_log()})")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise GustError(f"the local Prefect server did not answer within {timeout:.0f} s (log: {_server_log()})")
+
+
+def _server_log() -> Path:
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    return home / "gust-server.log"
+
+
+def _drain_prefect_workers(timeout: float = 3.0) -> None:
+    """Send the flow's last events and logs while the server still answers (else Prefect warns at exit)."""
+    if "prefect" not in sys.modules:
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    previous = logging.root.manager.disable
+    logging.disable(max(previous, logging.WARNING))  # "Still processing items" is progress, not a problem
+    try:
+        for worker in (APILogWorker, EventsWorker):
+            try:
+                worker.drain_all(timeout=timeout, at_exit=False)
+            except Exception:  # best effort: a lost event never fails a finished run
+                continue
+    finally:
+        logging.disable(previous)
+
+
+class LocalServer:
+    """Prefect's own API app (the one the ephemeral mode runs) on 127.0.0.1, in a session of its own.
+
+    Unlike the ephemeral server it does not share the terminal's process group, so Ctrl-C interrupts the flow and
+    not the server it reports to; `stop` ends it after the flow. Not started when `PREFECT_API_URL` is set.
+    """
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url: str | None = None
+
+    def start(self) -> None:
+        if configured_api_url():
+            return
+        port = _free_port()
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        command = [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
+                   "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"]  # fmt: skip
+        with _server_log().open("ab") as log:
+            self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+        self.url = f"http://127.0.0.1:{port}/api"
+        try:
+            _wait_healthy(self.url, self.process, float(os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"]))
+        except BaseException:
+            self.stop()
+            raise
+        os.environ["PREFECT_API_URL"] = self.url
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        _drain_prefect_workers()
+        if os.environ.get("PREFECT_API_URL") == self.url:
+            del os.environ["PREFECT_API_URL"]
+        process.terminate()
+        try:
+            process.wait(timeout=4)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def local_server() -> Iterator[LocalServer]:
+    """A `LocalServer` for the duration of one CLI command (call `configure_prefect_environment` first)."""
+    server = LocalServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -4,54 +4,105 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-__all__ = ["stage_progress"]
+__all__ = ["stage_progress", "StageTracker"]
 
 _STAGES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
 _SHARD = re.compile(r"^(\w+) shard (\d+): (.*)$")
 _TASK_LOGGER = "prefect.task_runs"
 
 
+class StageTracker:
+    """What this run really did per stage: wall seconds since the previous stage ended, and which stages were
+    served from the cache (their shard tasks logged nothing because they did not run)."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.last = self.started
+        self.timings: dict[str, float] = {}
+        self.ran: set[str] = set()
+        self.done: list[str] = []
+
+    @property
+    def cached(self) -> set[str]:
+        """Stages whose work came from the stage cache (ingest: its task logged nothing before envgen ended)."""
+        cached = {stage for stage in self.done if stage not in self.ran and stage != "ingest"}
+        return cached | ({"ingest"} if self.done and "ingest" not in self.ran else set())
+
+    def shard(self, stage: str) -> None:
+        self.ran.add(stage)
+
+    def finished(self, stage: str) -> None:
+        now = time.monotonic()
+        self.timings[stage] = now - self.last
+        self.last = now
+        self.done.append(stage)
+
+
 class _ProgressHandler(logging.Handler):
-    def __init__(self, progress: Progress, stage_task: int, console: Console) -> None:
+    def __init__(self, progress: Progress, stage_task: int, console: Console, tracker: StageTracker) -> None:
         super().__init__(level=logging.INFO)
-        self.progress, self.stage_task, self.console = progress, stage_task, console
-        self.done: set[str] = set()
+        self.progress, self.stage_task, self.console, self.tracker = progress, stage_task, console, tracker
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         match = _SHARD.match(message)
         if match:
             stage, shard, report = match.groups()
-            self.console.log(f"[green]✓[/] {stage} shard {shard}: {report}")
-            if stage not in self.done:
-                self.progress.update(self.stage_task, description=f"stage [bold]{stage}[/]")
+            self.tracker.shard(stage)
+            self._line(f"{stage} shard {shard}: {_shard_text(record) or report}")
+            self.progress.update(self.stage_task, description=f"stage [bold]{escape(stage)}[/]")
         elif message.startswith("ingest:"):
-            self.console.log(f"[green]✓[/] {message}")
+            self.tracker.ran.add("ingest")
+            self.tracker.finished("ingest")
+            self._line(message)
         elif message.startswith("stage done:"):
             stage = message.split(":", 1)[1].strip()
-            self.done.add(stage)
-            self.progress.update(self.stage_task, completed=len(self.done), description=f"stage [bold]{stage}[/] done")
+            self.tracker.finished(stage)
+            marker = "" if stage in self.tracker.ran else " (cached)"
+            if marker:
+                self._line(f"{stage}: cached")
+            done = len([s for s in self.tracker.done if s != "ingest"])
+            self.progress.update(self.stage_task, completed=done, description=f"stage [bold]{escape(stage)}[/] done")
+
+    def _line(self, text: str) -> None:
+        """One unwrapped log line: time, check mark, text (no source path column)."""
+        self.console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] [green]✓[/] {escape(text)}", soft_wrap=True)
+
+
+def _shard_text(record: logging.LogRecord) -> str | None:
+    """`40 in, 39 produced, dropped tool_error=1` from the shard record's arguments (not the dict repr)."""
+    args = record.args
+    if not isinstance(args, tuple) or len(args) != 5 or not isinstance(args[4], dict | str):
+        return None
+    dropped = args[4] if isinstance(args[4], dict) else {}
+    ranked = sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))
+    return f"{args[2]} in, {args[3]} produced, dropped {', '.join(f'{k}={v}' for k, v in ranked) or 'none'}"
 
 
 @contextmanager
-def stage_progress(console: Console) -> Iterator[None]:
+def stage_progress(console: Console) -> Iterator[StageTracker]:
     """Show a bar over the seven stages and a line per finished shard while the build flow runs."""
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())  # fmt: skip
     logger = logging.getLogger(_TASK_LOGGER)
     with Progress(*columns, console=console, transient=False) as progress:
-        handler = _ProgressHandler(progress, progress.add_task("starting Prefect", total=len(_STAGES)), console)
+        tracker = StageTracker()
+        handler = _ProgressHandler(
+            progress, progress.add_task("starting Prefect", total=len(_STAGES)), console, tracker
+        )
         previous_level = logger.level
         logger.setLevel(logging.INFO)
         logger.addHandler(handler)
         try:
-            yield
+            yield tracker
         finally:
             logger.removeHandler(handler)
             logger.setLevel(previous_level)

@@ -47,18 +47,39 @@ class _Msg:
 
 
 def iter_raw_rows(path: Path) -> Iterator[RawRow]:
-    """Stream the rows of a `.parquet` or `.jsonl` file; an undecodable JSONL line becomes an error row.
+    """Stream the rows of a `.parquet`, `.jsonl` or `.json` file (or of every such file in a folder); an
+    undecodable line or document becomes an error row.
 
     Args:
-        path: Input file.
+        path: Input file or folder.
 
     Yields:
         One `RawRow` per row, in file order.
     """
     path = Path(path)
+    if path.is_dir():  # every row file inside, in name order; row indices continue across files
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".parquet", ".jsonl", ".json"))
+        offset = 0
+        for file in files:
+            count = 0
+            for row in iter_raw_rows(file):
+                count = row.index + 1
+                yield RawRow(offset + row.index, row.record, row.error)
+            offset += count
+        return
     if path.suffix == ".parquet":
         for index, record in enumerate(iter_parquet_rows(path)):
             yield RawRow(index, record)
+        return
+    if path.suffix == ".json":  # one JSON document (often pretty-printed): a list of rows or one row
+        try:
+            value = json.loads(path.read_text(encoding="utf-8-sig"))
+        except json.JSONDecodeError as exc:
+            yield RawRow(0, None, f"file is not JSON: {exc}")
+            return
+        for index, record in enumerate(value if isinstance(value, list) else [value]):
+            is_row = isinstance(record, dict)
+            yield RawRow(index, record if is_row else None, "" if is_row else "not an object")
         return
     for index, line in enumerate(iter_jsonl_lines(path)):
         try:

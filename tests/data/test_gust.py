@@ -81,7 +81,7 @@ class TestCardAndFigure:
         out = write_gust(records, tmp_path / "gust", seed=41, filters_run=FILTERS)
         card = (out / "README.md").read_text(encoding="utf-8")
         header = yaml.safe_load(card.split("---\n")[1])
-        assert header["license"] == "apache-2.0"
+        assert header["license"] == "other"  # no environment manifests here: the inputs' licenses are unknown
         assert header["size_categories"] == ["n<1K"]
         assert header["task_categories"] == ["text-generation"]
         assert header["configs"][0]["data_files"] == [{"split": "train", "path": "data/train-*"}]

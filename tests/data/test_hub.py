@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from unittest import mock
 
@@ -11,13 +12,16 @@ from datasets import load_dataset
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 
+from data.envs import ENV_FILES
 from data.gust import read_gust, write_gust
-from data.hub import PublishResult, is_transient_hub_error, publish
+from data.hub import PublishResult, is_transient_hub_error, publish, pull_env
 from gustforge.errors import InputError
 from tests.data._gust_fixtures import make_record
 
 FILTERS = {"replay": True, "solvability": True, "teacher_pass_at_k": False}
-EXPECTED = ["README.md", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "stats.png"]
+TINY_ENV = Path(__file__).resolve().parents[1] / "envgen" / "fixtures" / "tiny_env"
+EXPECTED = sorted(["README.md", "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "stats.png",
+                   *(f"envs/env_a/{name}" for name in ENV_FILES)])  # fmt: skip
 
 
 @pytest.fixture()
@@ -26,6 +30,8 @@ def gust_dir(tmp_path: Path) -> Path:
         [make_record(i) for i in range(3)], tmp_path / "gust", seed=0, filters_run=FILTERS, max_rows_per_shard=2
     )
     (out / "notes.txt").write_text("not for upload")
+    shutil.copytree(TINY_ENV, tmp_path / "envs" / "env_a")  # the run layout: OUT/gust beside OUT/envs
+    (tmp_path / "envs" / "env_b").mkdir()  # an environment no row uses is not uploaded
     return out
 
 
@@ -60,7 +66,7 @@ class TestPublish:
         api.create_repo.assert_called_once_with("me/gust", repo_type="dataset", private=False, exist_ok=True)
         kwargs = api.upload_folder.call_args.kwargs
         assert kwargs["repo_id"] == "me/gust" and kwargs["repo_type"] == "dataset"
-        assert kwargs["delete_patterns"] == ["data/*.parquet"]
+        assert kwargs["delete_patterns"] == ["data/*.parquet", "envs/**"]
         assert seen == [EXPECTED]
         assert result.commit_url.endswith("/commit/abc") and not result.dry_run
 
@@ -85,6 +91,16 @@ class TestPublish:
             publish(gust_dir, "me/gust", private=True, api=api, max_retries=2, backoff_s=0.0)
         assert api.upload_folder.call_count == 3
 
+    def test_missing_environment_is_an_error(self, tmp_path, gust_dir):
+        shutil.rmtree(tmp_path / "envs" / "env_a")
+        with pytest.raises(InputError, match="env_a"):
+            publish(gust_dir, "me/gust", private=True, dry_run_dir=tmp_path / "x")
+
+    def test_card_names_the_repo(self, tmp_path, gust_dir):
+        publish(gust_dir, "me/gust", private=True, dry_run_dir=tmp_path / "x")
+        card = (tmp_path / "x" / "README.md").read_text()
+        assert 'load_dataset("me/gust"' in card and "ORG/NAME" not in card
+
     def test_not_a_gust_folder(self, tmp_path):
         with pytest.raises(InputError, match="not a GUST dataset folder"):
             publish(tmp_path, "me/gust", private=True, dry_run_dir=tmp_path / "x")
@@ -101,3 +117,11 @@ class TestPublish:
 def test_transient_classification():
     assert is_transient_hub_error(_http_error(429)) and is_transient_hub_error(httpx.ReadTimeout("t"))
     assert not is_transient_hub_error(_http_error(401)) and not is_transient_hub_error(ValueError("x"))
+
+
+def test_pull_env_from_an_exported_folder(tmp_path, gust_dir):
+    publish(gust_dir, "me/gust", private=True, dry_run_dir=tmp_path / "export")
+    target = pull_env(tmp_path / "export", "env_a", tmp_path / "pulled")
+    assert sorted(p.name for p in target.iterdir()) == sorted(ENV_FILES)
+    with pytest.raises(InputError, match="no environment 'env_x'"):
+        pull_env(tmp_path / "export", "env_x", tmp_path / "pulled")
