@@ -273,6 +273,7 @@ def build(
         from gustforge.preflight import build_problems
 
         _stop_on(build_problems(cfg))
+    _note_paper_filter(cfg)
     configure_prefect_environment(out)
     if refresh:
         os.environ["PREFECT_TASKS_REFRESH_CACHE"] = "true"
@@ -292,6 +293,15 @@ def build(
         err.print("next:")
         for line in steps:
             err.print(f"  {escape(line)}")
+
+
+def _note_paper_filter(cfg: Any) -> None:
+    """Say so when the envgen filter is not the paper's (5-20 tools, <= 4 parameters per tool)."""
+    env = cfg.envgen
+    if env.paper_filter_overridden:
+        err.print(f"note: envgen filter (min_tools={env.min_tools}, max_tools={env.max_tools}, "
+                  f"max_params={env.max_params}) differs from the paper's (5-20 tools, <= 4 parameters per tool)",
+                  markup=False)  # fmt: skip
 
 
 def _check_stage_source(name: str, source: Path) -> None:
@@ -351,6 +361,8 @@ def stage(
     from gustforge.preflight import build_problems
 
     _stop_on(build_problems(cfg))
+    if name == "envgen":
+        _note_paper_filter(cfg)
     try:
         if direct:
             result = _run_stage_direct(name, source, cfg)

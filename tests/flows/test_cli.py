@@ -153,6 +153,17 @@ def test_stage_direct_mode_runs_without_prefect(tmp_path: Path) -> None:
     assert (out / "quarantine.jsonl").stat().st_mode & 0o777 == 0o644
 
 
+def test_overriding_the_paper_filter_is_noted(tmp_path: Path) -> None:
+    source = str(REPO / "data/samples/raw")
+    default = _gust("stage", "envgen", "--from", source, "--out", str(tmp_path / "a"), "--direct")
+    assert default.returncode == 0, default.stderr[-2000:]
+    assert "differs from the paper's" not in default.stderr
+    widened = _gust("stage", "envgen", "--from", source, "--out", str(tmp_path / "b"), "--direct",
+                    "--set", "envgen.min_tools=2")  # fmt: skip
+    assert widened.returncode == 0, widened.stderr[-2000:]
+    assert "note: envgen filter (min_tools=2, max_tools=20, max_params=4) differs from the paper's" in widened.stderr
+
+
 def test_train_without_its_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(preflight.EXTRA_MODULES, "train", ("surely_not_installed_module",))
     result = runner.invoke(app, ["train", "--algo", "slca", "--dry-run"])
