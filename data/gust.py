@@ -670,10 +670,11 @@ def sources_of(records: Sequence[TaskRecord], envs: Mapping[str, Mapping[str, An
         provenance = info["manifest"].get("provenance") or {}
         path = Path(str(provenance.get("path") or "unknown"))
         key = (str(path), str(provenance.get("source_format") or "unknown"))
-        entry = grouped.setdefault(key, {"environments": 0, "tasks": 0})
+        recorded = provenance.get("license")  # found at ingest, while the input path still resolved
+        entry = grouped.setdefault(key, {"environments": 0, "tasks": 0, "license": recorded or license_near(path)})
         entry["environments"] += 1
         entry["tasks"] += tasks.get(env_id, 0)
-    return [Source(name=Path(path).name, source_format=fmt, license=license_near(Path(path)), **counts)
+    return [Source(name=Path(path).name, source_format=fmt, **counts)
             for (path, fmt), counts in sorted(grouped.items())]  # fmt: skip
 
 

@@ -64,6 +64,9 @@ class Provenance(StrictModel):
     path: str = Field(description="Input file the toolset was read from.")
     record_id: str = Field(description="Row number, server id or name inside the file.")
     raw_sha256: str = Field(description="sha256 of the raw text of the record.")
+    license: str | None = Field(
+        default=None, description="License of the input file (a LICENSE file beside it or above), found at ingest."
+    )
 
 
 class RawTool(StrictModel):

@@ -309,12 +309,15 @@ def _relative_provenance(record: Any, root: Path) -> Any:
     prov = record.provenance
     if prov is None:
         return record
+    from data.gust import license_near
+
     base = Path(root).resolve().parent
+    license_id = prov.license or license_near(Path(prov.path).resolve())  # found while the path still resolves
     try:
         relative = Path(prov.path).resolve().relative_to(base).as_posix()
     except ValueError:
-        return record
-    return record.model_copy(update={"provenance": prov.model_copy(update={"path": relative})})
+        relative = prov.path
+    return record.model_copy(update={"provenance": prov.model_copy(update={"path": relative, "license": license_id})})
 
 
 # --------------------------------------------------------------------------------------------------- stages

@@ -11,9 +11,31 @@ from hypothesis import strategies as st
 
 from data.models import SourceFormat
 from envgen.config import EnvGenConfig
-from envgen.ingest import detect_format, read_toolsets, resolve_refs
+from envgen.ingest import detect_format, resolve_refs
+from envgen.ingest import read_toolsets as _read_toolsets
 from gustforge.errors import InputError
 from gustforge.hashing import sha256_text
+
+
+# Most cases here are about formats and reasons, not the size filter: the pre-paper window (2-40 tools, no
+# parameter cap). The default *is* the paper's filter (see test_the_default_is_the_papers_filter).
+_WIDE = {"min_tools": 2, "max_tools": 40, "max_params": None}
+
+
+def _cfg(**overrides: object) -> EnvGenConfig:
+    return EnvGenConfig(**{**_WIDE, **overrides})
+
+
+def read_toolsets(path: Path, fmt: object = None, cfg: EnvGenConfig | None = None):  # noqa: ANN201
+    return _read_toolsets(path, fmt=fmt, cfg=cfg or _cfg())
+
+
+def test_the_default_is_the_papers_filter(tmp_path: Path) -> None:
+    default = EnvGenConfig()
+    assert (default.min_tools, default.max_tools, default.max_params) == (5, 20, 4)
+    assert not default.paper_filter_overridden and _cfg().paper_filter_overridden
+    four = _write(tmp_path / "t.json", [_tool(f"t{i}") for i in range(4)])
+    assert [q.reason for q in _read_toolsets(four).quarantine] == ["too_few_tools"]
 
 
 def _tool(name: str, **props: dict) -> dict:
@@ -150,12 +172,12 @@ class TestBadRecords:
     def test_too_many_tools_and_paper_filter(self, tmp_path: Path) -> None:
         path = _write(tmp_path / "t.json", [_tool(f"t{i}") for i in range(4)])
         assert read_toolsets(path).toolsets
-        paper = EnvGenConfig(min_tools=5, max_tools=20)
+        paper = _cfg(min_tools=5, max_tools=20)
         assert [q.reason for q in read_toolsets(path, cfg=paper).quarantine] == ["too_few_tools"]
-        assert [q.reason for q in read_toolsets(path, cfg=EnvGenConfig(max_tools=3)).quarantine] == ["too_many_tools"]
+        assert [q.reason for q in read_toolsets(path, cfg=_cfg(max_tools=3)).quarantine] == ["too_many_tools"]
 
     def test_long_descriptions_are_truncated_then_quarantined(self, tmp_path: Path) -> None:
-        cfg = EnvGenConfig(max_description_chars=20, hard_description_chars=100)
+        cfg = _cfg(max_description_chars=20, hard_description_chars=100)
         tool = {"name": "a", "description": "x" * 50, "parameters": {"type": "object"}}
         (toolset,) = read_toolsets(_write(tmp_path / "t.json", [tool, _tool("b")]), cfg=cfg).toolsets
         assert toolset.tools[0].description == "x" * 20 + " [truncated]"
@@ -219,7 +241,7 @@ _raw_tool = st.fixed_dictionaries(
 def test_any_input_is_produced_or_quarantined(tmp_path: Path, toolsets: list[list[dict]]) -> None:
     path = tmp_path / "many.jsonl"
     path.write_text("".join(json.dumps({"server_name": f"s{i}", "tools": t}) + "\n" for i, t in enumerate(toolsets)))
-    result = read_toolsets(path, cfg=EnvGenConfig(min_tools=1))
+    result = read_toolsets(path, cfg=_cfg(min_tools=1))
     assert result.report.balanced and result.report.inputs == len(toolsets)
     assert all(q.reason for q in result.quarantine)
     for toolset in result.toolsets:

@@ -11,7 +11,7 @@ from envgen.config import EnvGenConfig
 from envgen.ingest import decode_bytes, json_depth, read_toolsets
 
 
-def _tools(params: dict | None = None, n: int = 3) -> list[dict]:
+def _tools(params: dict | None = None, n: int = 5) -> list[dict]:
     params = params or {"type": "object", "properties": {"q": {"type": "string"}}}
     return [
         {"type": "function", "function": {"name": f"tool_{i}", "description": "d", "parameters": params}}

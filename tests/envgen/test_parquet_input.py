@@ -68,4 +68,4 @@ def test_unreadable_parquet_is_quarantined_not_raised(tmp_path: Path) -> None:
     bad.write_bytes(b"PAR1 not really")
     result = read_toolsets(bad)
     assert result.report.inputs == 1 and not result.toolsets
-    assert result.quarantine[0].reason == "malformed_json" and "parquet" in result.quarantine[0].detail
+    assert result.quarantine[0].reason == "unreadable_file" and "parquet" in result.quarantine[0].detail
