@@ -16,7 +16,6 @@ from envgen.ingest import read_toolsets as _read_toolsets
 from gustforge.errors import InputError
 from gustforge.hashing import sha256_text
 
-
 # Most cases here are about formats and reasons, not the size filter: the pre-paper window (2-40 tools, no
 # parameter cap). The default *is* the paper's filter (see test_the_default_is_the_papers_filter).
 _WIDE = {"min_tools": 2, "max_tools": 40, "max_params": None}
