@@ -55,7 +55,7 @@ def test_user_loop_in_verls_order(verl_rows, name):
     report = json.loads(done.stdout.strip().splitlines()[-1])
     rows = report["rows"]
     assert len(rows) == 3 and report["ok"], json.dumps(rows, indent=1)
-    assert {r["loop_class"] for r in rows} == {"SegmentGustUserAgentLoop"}  # every trajectory, not just the first
+    assert {r["loop_class"] for r in rows} == {"trainer.user_agent_loop.GustUserAgentLoop"}  # every trajectory, not just the first
     dep = next(r for r in rows if r["task_id"] == "task-dep")
     assert dep["user_messages"] == ['The customer id is "C-1".'] and dep["user_reasons"] == ["answer", "goal_reached"]
     assert dep["turn_rewards"] == [1.0, 1.0] and dep["agent_turns_scored"] == 3  # 2 tool turns + the report
