@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from tests.gusteval._tasks import dependent_task, tiny_records, write_export
+from trainer.rows import AGENT_NAME
 from trainer.user_agent_loop import USER_AGENT_NAME, agent_turn_mask, user_sim_overrides
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,21 +33,12 @@ print(json.dumps(rehearse_user_loop(sys.argv[1], limit=3, agent_name=sys.argv[3]
 """
 
 
-def _decorator_overwrites_alias() -> bool:
-    """True while trainer/agent_loop.py registers `gust_tool_agent` by decorator (issue 12 removes it)."""
-    return "@register(AGENT_NAME)" in (REPO / "trainer" / "agent_loop.py").read_text(encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def verl_rows(tmp_path_factory) -> Path:
     return write_export(tmp_path_factory.mktemp("user-loop"), [*tiny_records(), dependent_task()])[1]
 
 
-@pytest.mark.parametrize("name", [
-    USER_AGENT_NAME,
-    pytest.param("gust_tool_agent", marks=pytest.mark.skipif(
-        _decorator_overwrites_alias(), reason="trainer/agent_loop.py's @register overwrites the YAML alias")),
-])  # fmt: skip
+@pytest.mark.parametrize("name", [USER_AGENT_NAME, AGENT_NAME])  # the mode's own name and the rows' name
 def test_user_loop_in_verls_order(verl_rows, name):
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(verl_rows), str(REPO / "trainer" / "configs" /
                            "gust_user_agent_loops.yaml"), name], capture_output=True, text=True, cwd=REPO,
