@@ -31,7 +31,7 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState
 
 from gusteval.scenario import scenario_from_kwargs
 from gusteval.user_sim import UserSimulator, make_user_simulator, visible_text
-from gustforge.errors import InputError
+from gustforge.errors import ConfigError, InputError
 from trainer.agent_loop import GustToolAgentLoop
 from trainer.reward_manager import UNSCORED_RUNS_KEY, mask_runs
 from trainer.rewards.score import TURN_CALLS_KEY
@@ -42,6 +42,7 @@ __all__ = [
     "USER_LOOPS_FILE",
     "GustUserAgentLoop",
     "agent_turn_mask",
+    "require_user_scenarios",
     "user_sim_overrides",
 ]
 
@@ -147,3 +148,20 @@ def user_sim_overrides(user: str = "offline") -> list[str]:
         f"actor_rollout_ref.rollout.agent.default_agent_loop={USER_AGENT_NAME}",
         f"++gust.user_simulator={user}",
     ]
+
+
+def require_user_scenarios(data: str | Path) -> tuple[int, int]:
+    """(rows with a simulated user's scenario, rows) of a verl parquet; refuse data where no row has one.
+
+    Raises:
+        ConfigError: No row carries ``extra_info.interaction_kwargs`` (simulated-user mode would silently train on
+            fixed prompts).
+    """
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(Path(data), columns=["extra_info"]).column("extra_info").to_pylist()
+    with_user = sum(1 for extra in rows if (extra or {}).get("interaction_kwargs"))
+    if not with_user:
+        raise ConfigError(f"simulated-user mode needs rows with extra_info.interaction_kwargs (written by `gust "
+                          f"build`); none of the {len(rows)} rows of {data} has one")  # fmt: skip
+    return with_user, len(rows)
