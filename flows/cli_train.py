@@ -69,7 +69,8 @@ def train(
     folder = run_dir if run_dir is not None else Path("out") / "train" / algo
     if rehearse:
         if user_sim and user_simulator != "offline":
-            typer.echo(f"note: the rehearsal plays the user with the offline simulator (not {user_simulator})", err=True)
+            typer.echo(f"note: the rehearsal plays the user with the offline simulator (not {user_simulator})",
+                       err=True)  # fmt: skip
         _rehearse(algo, data, folder, rehearse_rows, overrides or [], user_sim)
         return
     try:

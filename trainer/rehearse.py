@@ -50,7 +50,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gustforge.errors import ConfigError
-from trainer.launch import CONFIG_DIR, compose_config, plan_data, validate_training_config
+from trainer.launch import compose_config, plan_data, validate_training_config
 from trainer.reward_manager import UNSCORED_RUNS_KEY, layout_for_config, mask_runs, place_rewards
 from trainer.rewards import COMPONENT_KEYS
 from trainer.rewards.score import LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
@@ -553,7 +553,8 @@ def _user_loop_summary(user_loop: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "run": True, "ok": bool(user_loop["ok"]), "simulator": user_loop["simulator"], "rows": rows,
         "adv_estimator": user_loop["adv_estimator"], "seconds": user_loop["seconds"],
-        "user_turns": sum(r["user_turns"] for r in rows), "agent_turns_scored": sum(r["agent_turns_scored"] for r in rows),
+        "user_turns": sum(r["user_turns"] for r in rows),
+        "agent_turns_scored": sum(r["agent_turns_scored"] for r in rows),
     }  # fmt: skip
 
 
@@ -689,8 +690,9 @@ def format_report(report: Mapping[str, Any]) -> str:
                  f"cos(tool grad, summary grad) {cos}")
     user = report["user_loop"]
     if user["run"]:
-        lines.append(f"  simulated-user loop ({user['simulator']} user, {len(user['rows'])} rows, {user['seconds']:.1f}s): "
-                     f"{user['user_turns']} user turns interleaved, {user['agent_turns_scored']} agent turns scored")
+        lines.append(f"  simulated-user loop ({user['simulator']} user, {len(user['rows'])} rows, "
+                     f"{user['seconds']:.1f}s): {user['user_turns']} user turns interleaved, "
+                     f"{user['agent_turns_scored']} agent turns scored")
         for r in user["rows"]:
             lines.append(f"    {r['task_id']}: user turns {r['user_turns']}, turn rewards {r['turn_rewards']}, "
                          f"user said {r['user_messages']}")

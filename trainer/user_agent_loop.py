@@ -27,6 +27,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState
 
 from gusteval.scenario import scenario_from_kwargs
