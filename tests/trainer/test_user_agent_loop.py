@@ -66,3 +66,24 @@ def test_simulated_user_mode_composes_and_validates():
     assert cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path.endswith("gust_user_agent_loops.yaml")
     assert cfg.gust.user_simulator == "offline"
     assert validate_training_config(cfg).reward_layout == "tara"
+
+
+@pytest.mark.parametrize("layout", ["tara", "slca", "slca_tara", "outcome"])
+def test_segment_rewards_skip_runs_answered_by_the_user(layout):
+    """The reward layouts count and reward only the runs not listed in `gust_user_turns` (the loop's record)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics
+
+    from trainer.reward_manager import SegmentRewardOutput, with_segment_rewards
+    from trainer.rewards import COMPONENT_KEYS
+    from trainer.user_agent_loop import USER_TURNS_KEY
+
+    mask = [1, 1, 0, 1, 0, 0, 1, 1, 0, 1]  # runs: 0 asks the user, 1 and 2 call tools, 3 reports
+    info = {k: 0.0 for k in COMPONENT_KEYS} | {"score": 0.9, "r_tool": 0.7, "r_sum": 0.2, "omission": 0,
+                                                 "turn_rewards": json.dumps([0.5, 1.0])}  # fmt: skip
+    plain = SegmentRewardOutput(prompt_ids=[1], response_ids=list(range(len(mask))), response_mask=mask,
+                                reward_score=0.9, metrics=AgentLoopMetrics(),
+                                extra_fields={"reward_extra_info": info, USER_TURNS_KEY: json.dumps([0])})  # fmt: skip
+    rm = with_segment_rewards(plain, layout=layout).as_dict()["rm_scores"]
+    expected = {"tara": {3: 0.5, 7: 1.0}, "slca": {7: 0.7, 9: 0.2}, "slca_tara": {3: 0.5, 7: 1.0, 9: 0.2},
+                "outcome": {9: 0.9}}[layout]  # fmt: skip
+    assert {i: round(float(v), 6) for i, v in enumerate(rm) if v} == expected
