@@ -6,6 +6,11 @@ imports them), so ``gust --help`` stays fast.
 
 ``--rehearse`` runs the CPU pre-flight of `trainer.rehearse` (verl's real classes in verl's order, a scripted
 policy, a tiny random model) and exits non-zero when an invariant fails.
+
+``--user-sim`` switches to simulated-user mode (issue 13): the agent-loop registry file
+``trainer/configs/gust_user_agent_loops.yaml`` (a reply without a tool call goes to the row's simulated user,
+``--user-simulator offline|llm``), refused on data whose rows carry no ``interaction_kwargs``. With ``--rehearse``
+it also rehearses the user loop (offline user) and its checks count toward the exit code.
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ def train(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print and validate the config; do not train.")] = False,
     rehearse: Annotated[bool, typer.Option(
         "--rehearse", help="CPU pre-flight through verl's classes with a scripted policy and a tiny model")] = False,
+    user_sim: Annotated[bool, typer.Option(
+        "--user-sim", help="Simulated-user mode: replies without a tool call go to the row's simulated user")] = False,
+    user_simulator: Annotated[str, typer.Option(
+        "--user-simulator", help="offline | llm (endpoint: user_llm in gust_user_agent_loops.yaml)")] = "offline",
     rehearse_rows: Annotated[int | None, typer.Option(
         "--rehearse-rows", help="Rows of --data the rehearsal uses (default: all)")] = None,
     overrides: Annotated[list[str] | None, typer.Argument(help="Hydra overrides, e.g. trainer.nnodes=1")] = None,
@@ -59,12 +68,26 @@ def train(
             raise typer.Exit(code=2)
     folder = run_dir if run_dir is not None else Path("out") / "train" / algo
     if rehearse:
-        _rehearse(algo, data, folder, rehearse_rows, overrides or [])
+        if user_sim and user_simulator != "offline":
+            typer.echo(f"note: the rehearsal plays the user with the offline simulator (not {user_simulator})",
+                       err=True)  # fmt: skip
+        _rehearse(algo, data, folder, rehearse_rows, overrides or [], user_sim)
         return
     try:
-        cfg = compose_config(algo, data=data, model=model, overrides=overrides or [], val_data=val_data,
+        mode: list[str] = []
+        if user_sim:
+            from gusteval.user_sim import USER_SIMULATORS
+
+            if user_simulator not in USER_SIMULATORS:
+                raise ConfigError(f"--user-simulator must be one of {USER_SIMULATORS.names()}")
+            from trainer.user_agent_loop import user_sim_overrides
+
+            mode = user_sim_overrides(user_simulator)
+        cfg = compose_config(algo, data=data, model=model, overrides=[*mode, *(overrides or [])], val_data=val_data,
                              run_dir=folder / "data", val_fraction=val_fraction, split_seed=split_seed,
                              judge_url=judge_url, judge_model=judge_model)  # fmt: skip
+        if user_sim:
+            _require_user_scenarios(cfg)
         if judge_of(cfg) == "heuristic":
             typer.echo(f"WARNING: {HEURISTIC_JUDGE_WARNING}", err=True)
         if not dry_run:
@@ -81,12 +104,26 @@ def train(
     typer.echo(f"config OK: algo={report.algo} reward_layout={report.reward_layout} (validated with verl)", err=True)
 
 
-def _rehearse(algo: str, data: Path | None, folder: Path, rows: int | None, overrides: list[str]) -> None:
+def _require_user_scenarios(cfg: object) -> None:
+    from omegaconf import OmegaConf
+
+    from trainer.user_agent_loop import require_user_scenarios
+
+    train = cfg.data.train_files  # type: ignore[attr-defined]
+    for path in train if OmegaConf.is_list(train) else [train]:
+        if Path(str(path)).is_file():
+            with_user, total = require_user_scenarios(str(path))
+            typer.echo(f"simulated-user mode: {with_user}/{total} rows of {path} carry a user scenario", err=True)
+
+
+def _rehearse(algo: str, data: Path | None, folder: Path, rows: int | None, overrides: list[str],
+              user_sim: bool) -> None:  # fmt: skip
     from gustforge.errors import GustError
     from trainer.rehearse import format_report, rehearse
 
     try:
-        report = rehearse(algo, data=data, out_dir=folder / "rehearsal", max_rows=rows, overrides=overrides)
+        report = rehearse(algo, data=data, out_dir=folder / "rehearsal", max_rows=rows, overrides=overrides,
+                          user_sim=user_sim)
     except GustError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from exc

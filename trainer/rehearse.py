@@ -24,6 +24,14 @@ has, per algorithm: the agent-loop class instantiated per trajectory, calls exec
 non-zero advantage, the isolation check (perturb only R_sum: tool-token advantages must be bit-identical under
 ``slca``/``slca_tara``), and gradient diagnostics (gradient norm; cosine between the gradients of the tool-segment
 and summary-segment losses, SLCA-GRPO App. B). Any failed invariant makes ``passed`` false (exit 1 in the CLI).
+
+Simulated-user mode (``user_sim=True``, ``gust train --rehearse --user-sim``): steps 1-5 run with the mode's
+config (`trainer.user_agent_loop.user_sim_overrides`, offline simulator: the worker loads
+``gust_user_agent_loops.yaml``, so every trajectory above goes through ``GustUserAgentLoop``), and then
+`trainer.user_rehearsal.rehearse_user_loop` runs a scripted agent that ASKS the offline user for each stated value,
+receives it and completes the task; its per-row checks (configured class, user turns interleaved and masked out of
+the loss, final DB = gold, turn rewards all 1, rewards on the agent's turns only) become ``user_loop_*`` checks of
+the report. Without it the report says ``user_loop: not run``.
 """
 
 from __future__ import annotations
@@ -42,8 +50,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from gustforge.errors import ConfigError
-from trainer.launch import CONFIG_DIR, compose_config, plan_data, validate_training_config
-from trainer.reward_manager import layout_for_config, place_rewards
+from trainer.launch import compose_config, plan_data, validate_training_config
+from trainer.reward_manager import UNSCORED_RUNS_KEY, layout_for_config, mask_runs, place_rewards
 from trainer.rewards import COMPONENT_KEYS
 from trainer.rewards.score import LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
 from trainer.rows import AGENT_NAME
@@ -448,6 +456,7 @@ def rehearse(
     max_rows: int | None = None,
     overrides: Sequence[str] = (),
     device: str | None = None,
+    user_sim: bool = False,
 ) -> dict[str, Any]:
     """Run the pre-flight for ``algo`` and write ``out_dir/rehearsal_<algo>.json``.
 
@@ -459,6 +468,7 @@ def rehearse(
         max_rows: Use at most this many training rows (groups of ``len(VARIANTS)`` trajectories each).
         overrides: Extra Hydra overrides.
         device: "cpu" or "cuda" for the backward pass (default: cuda when available).
+        user_sim: Rehearse simulated-user mode (offline simulator) and add the user-loop checks.
 
     Returns:
         The report dict (``passed``, ``checks``, per-trajectory data, advantages, isolation, gradients).
@@ -472,6 +482,10 @@ def rehearse(
     plan = plan_data(data, run_dir=out / "data")
     if plan.train_rows is None:
         raise ConfigError(f"--data {plan.train} does not exist")
+    from trainer.user_agent_loop import require_user_scenarios, user_sim_overrides  # lazy: verl imports it first
+
+    if user_sim:
+        require_user_scenarios(plan.train)
     rows = _read_rows(plan.train, max_rows)
     if max_rows:
         from trainer.convert import read_rows, write_rows
@@ -482,10 +496,12 @@ def rehearse(
     scripts = [s for row in rows for v in VARIANTS for s in script_for(
         v, json.loads(row["reward_model"]["ground_truth"]["gold_tool_calls"]), _final_text(row))]  # fmt: skip
     model_dir = build_tiny_model(out / "tiny_model", _corpus(rows, scripts))
-    cfg = compose_config(algo, model=str(model_dir), plan=plan, overrides=[*_overrides(len(VARIANTS)), *overrides])
+    mode = user_sim_overrides("offline") if user_sim else []
+    cfg = compose_config(algo, model=str(model_dir), plan=plan,
+                         overrides=[*_overrides(len(VARIANTS)), *mode, *overrides])  # fmt: skip
     validation = validate_training_config(cfg)
     layout = layout_for_config(cfg)
-    target = str(OmegaConf.load(CONFIG_DIR / "gust_agent_loops.yaml")[0]["_target_"])
+    target = configured_loop(cfg)
 
     started = time.perf_counter()
     from transformers import AutoTokenizer
@@ -499,11 +515,52 @@ def rehearse(
         loop.close()
         asyncio.set_event_loop(None)
     rollout_s = time.perf_counter() - started
-    return _report(algo, cfg, layout, target, trajectories, model_dir, device, out, validation, rollout_s)
+    user_loop = _user_loop(plan.train, cfg, max_rows) if user_sim else None
+    return _report(algo, cfg, layout, target, trajectories, model_dir, device, out, validation, rollout_s, user_loop)
+
+
+def configured_loop(cfg: DictConfig) -> str:
+    """The ``_target_`` the config's agent-loop registry file gives the rows' name (what verl must instantiate)."""
+    path = str(cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path)
+    entries = [e for e in OmegaConf.load(path) if str(e.name) == AGENT_NAME]
+    if not entries:
+        raise ConfigError(f"{path} registers no {AGENT_NAME!r} (the name every row carries)")
+    return str(entries[-1]["_target_"])
+
+
+def _user_loop(data: Path, cfg: DictConfig, max_rows: int | None) -> dict[str, Any]:
+    """The simulated-user rehearsal (`trainer.user_rehearsal`) on the training rows, with this config's layout."""
+    from trainer.user_rehearsal import rehearse_user_loop
+
+    started = time.perf_counter()
+    result = rehearse_user_loop(data, limit=max_rows or 3, adv_estimator=str(cfg.algorithm.adv_estimator))
+    return {**result, "simulator": "offline", "seconds": time.perf_counter() - started}
+
+
+def _user_loop_checks(checks: list[dict[str, Any]], user_loop: Mapping[str, Any]) -> None:
+    rows = user_loop["rows"]
+    _check(checks, "user_loop_rows", bool(rows), f"{len(rows)} rows rehearsed with the offline simulated user")
+    for name in (rows[0]["checks"] if rows else {}):
+        failed = [r["task_id"] for r in rows if not r["checks"][name]]
+        _check(checks, f"user_loop_{name}", not failed, f"{len(rows) - len(failed)}/{len(rows)} rows"
+               + (f"; failed: {failed[:5]}" if failed else ""))  # fmt: skip
+
+
+def _user_loop_summary(user_loop: Mapping[str, Any] | None) -> dict[str, Any]:
+    if user_loop is None:
+        return {"run": False, "reason": "not run: fixed-prompt mode (add --user-sim to rehearse simulated-user mode)"}
+    rows = user_loop["rows"]
+    return {
+        "run": True, "ok": bool(user_loop["ok"]), "simulator": user_loop["simulator"], "rows": rows,
+        "adv_estimator": user_loop["adv_estimator"], "seconds": user_loop["seconds"],
+        "user_turns": sum(r["user_turns"] for r in rows),
+        "agent_turns_scored": sum(r["agent_turns_scored"] for r in rows),
+    }  # fmt: skip
 
 
 def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: list[dict], model_dir: Path,
-            device: str, out: Path, validation: Any, rollout_s: float) -> dict[str, Any]:  # fmt: skip
+            device: str, out: Path, validation: Any, rollout_s: float,
+            user_loop: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     checks: list[dict[str, Any]] = []
     fields = [t["fields"] for t in trajectories]
     infos = [f["extra_fields"]["reward_extra_info"] for f in fields]
@@ -534,8 +591,8 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
 
     mask = _pad([f["response_mask"] for f in fields], torch.long)
     rm_scores = _pad([f["rm_scores"] for f in fields], torch.float32)
-    expected = _pad([place_rewards(f["response_mask"], info, layout=layout) for f, info in zip(fields, infos,
-                                                                                                strict=True)],
+    expected = _pad([place_rewards(mask_runs(f["response_mask"], json.loads(e.get(UNSCORED_RUNS_KEY) or "[]")), info,
+                                   layout=layout) for f, e, info in zip(fields, extras, infos, strict=True)],
                     torch.float32)  # fmt: skip
     _check(checks, "reward_layout", torch.equal(rm_scores, expected),
            f"rm_scores from AgentLoopOutput.as_dict follow layout {layout!r}")  # fmt: skip
@@ -565,6 +622,8 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
     _check(checks, "backward", math.isfinite(gradients["loss"]) and gradients["grad_norm"] > 0
            and math.isfinite(gradients["grad_norm"]), f"loss {gradients['loss']:.6f}, grad norm "
            f"{gradients['grad_norm']:.6f}")  # fmt: skip
+    if user_loop is not None:
+        _user_loop_checks(checks, user_loop)
 
     report = {
         "algo": algo, "passed": all(c["passed"] for c in checks), "checks": checks,
@@ -575,6 +634,8 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         "judge": str(cfg.reward.custom_reward_function.reward_kwargs.judge),
         "validation_files": _files(cfg.data.val_files), "rollout_seconds": rollout_s,
         "verl_validate_config": "passed" if validation else "not run",
+        "mode": "simulated_user" if user_loop is not None else "fixed_prompt",
+        "user_loop": _user_loop_summary(user_loop),
         "policy": "scripted replay of gold and perturbed trajectories (not a model)",
         "model": "tiny randomly initialised Qwen2 (2 layers, hidden 32) with a locally trained BPE tokenizer",
     }  # fmt: skip
@@ -627,6 +688,16 @@ def format_report(report: Mapping[str, Any]) -> str:
     cos = "n/a" if g["cosine_tool_summary"] is None else f"{g['cosine_tool_summary']:.4f}"
     lines.append(f"  backward on {g['device']}: loss {g['loss']:.6f}, grad norm {g['grad_norm']:.6f}, "
                  f"cos(tool grad, summary grad) {cos}")
+    user = report["user_loop"]
+    if user["run"]:
+        lines.append(f"  simulated-user loop ({user['simulator']} user, {len(user['rows'])} rows, "
+                     f"{user['seconds']:.1f}s): {user['user_turns']} user turns interleaved, "
+                     f"{user['agent_turns_scored']} agent turns scored")
+        for r in user["rows"]:
+            lines.append(f"    {r['task_id']}: user turns {r['user_turns']}, turn rewards {r['turn_rewards']}, "
+                         f"user said {r['user_messages']}")
+    else:
+        lines.append(f"  simulated-user loop: {user['reason']}")
     for c in report["checks"]:
         lines.append(f"  [{'ok' if c['passed'] else 'FAIL'}] {c['name']}: {c['detail']}")
     return "\n".join(lines)

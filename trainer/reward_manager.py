@@ -29,12 +29,17 @@ the last mask-1 token of the j-th run of ``response_mask == 1``; the summary is 
   the summary run, ``r_action`` at the end of the last tool run. No omission override (ToolPO has none).
 * ``toolpo_hierr`` (the reference code's ``toolpo_grpo`` variant, ``algorithm.gust.toolpo_reward: hierr``):
   ``score`` (HierR total) at the end of the summary run, ``r_tool`` at the end of the last tool run.
+Unscored runs: a loop that adds generations which are not turns of the task (issue 13's simulated user: replies
+answered by the user) lists their run indices (0-based runs of ``response_mask == 1``) as JSON in
+``extra_fields[UNSCORED_RUNS_KEY]``; ``SegmentRewardOutput`` zeroes those runs before finding the run ends, so every
+layout counts and rewards the remaining (environment-facing) runs only.
 Omission guard (reference §7.2): when ``omission`` is set or ``score < 0`` every tool-side value is 0 and the
 summary carries ``score`` (−0.5) — an override, not a subtraction.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -49,6 +54,7 @@ from trainer.rewards import decode_turn_rewards
 
 __all__ = [
     "LAYOUTS",
+    "UNSCORED_RUNS_KEY",
     "LayoutFn",
     "SegmentRewardMixin",
     "SegmentRewardOutput",
@@ -56,11 +62,13 @@ __all__ = [
     "SegmentRewards",
     "layout_for_config",
     "layout_for_estimator",
+    "mask_runs",
     "place_rewards",
     "run_ends",
     "with_segment_rewards",
 ]
 
+UNSCORED_RUNS_KEY = "gust_user_turns"  # extra_fields: JSON list of run indices that get no reward token
 _ESTIMATOR_LAYOUT = {"slca": "slca", "tara": "tara", "slca_tara": "slca_tara", "toolpo": "toolpo"}
 
 
@@ -185,6 +193,18 @@ def run_ends(response_mask: Sequence[int] | torch.Tensor) -> list[int]:
     return torch.nonzero(on & ~after).flatten().tolist()
 
 
+def mask_runs(response_mask: Sequence[int] | torch.Tensor, runs: Sequence[int]) -> torch.Tensor:
+    """``response_mask`` with the given runs of ones (0-based, left to right) set to 0."""
+    mask = torch.as_tensor(response_mask).clone()
+    on = mask > 0
+    starts = torch.nonzero(on & ~torch.cat([on.new_zeros(1), on[:-1]])).flatten().tolist()
+    ends = run_ends(mask)
+    for run in runs:
+        if 0 <= run < len(starts):
+            mask[starts[run] : ends[run] + 1] = 0
+    return mask
+
+
 def place_rewards(response_mask: Sequence[int] | torch.Tensor, info: Mapping[str, Any], *, layout: str) -> torch.Tensor:
     """Build one trajectory's ``rm_scores`` row (float32, same length as the mask) for ``layout``.
 
@@ -215,7 +235,9 @@ class SegmentRewardOutput(AgentLoopOutput):
             info = output["extra_fields"].get("reward_extra_info")
             if not isinstance(info, Mapping):
                 raise InputError("reward_score is set but extra_fields['reward_extra_info'] is missing")
-            output["rm_scores"] = place_rewards(output["response_mask"], info, layout=self._reward_layout)
+            unscored = json.loads(output["extra_fields"].get(UNSCORED_RUNS_KEY) or "[]")
+            mask = mask_runs(output["response_mask"], unscored) if unscored else output["response_mask"]
+            output["rm_scores"] = place_rewards(mask, info, layout=self._reward_layout)
         return output
 
 

@@ -8,13 +8,16 @@ context, response_mask 0, so user turns are masked out of the loss). The convers
 (the row's system prompt is kept; its fixed user turn, which states every value, is replaced), ends when the user
 stops (goal reached / agent gave up) or at verl's turn and length limits.
 
-Turn-level rewards stay on the agent's turns: generations answered by the user ("conversational" runs) are
-recorded in `extra_fields["gust_user_turns"]` and left out of `gust_turn_calls`, so TARA's turn t is the agent's
-t-th environment-facing generation; `UserTurnRewardOutput` places segment rewards on the runs of those generations
-only (the conversational runs get no reward token).
+Everything else is the base class's (issue 12): the user turn is its `on_reply_without_tool_call` hook, and the
+reward layouts (`SegmentRewardMixin`) and the per-turn token cap (`TurnTokenCapMixin`) come with it. Turn-level
+rewards stay on the agent's turns: generations answered by the user ("conversational" runs) are listed in
+`extra_fields["gust_user_turns"]` (`trainer.reward_manager.UNSCORED_RUNS_KEY`: the layouts skip those runs, so they
+get no reward token) and left out of `gust_turn_calls`, so TARA's turn t is the agent's t-th environment-facing
+generation.
 
 Registered for verl in ONE place, `trainer/configs/gust_user_agent_loops.yaml` (no decorator): the training mode
-switch is that file as `actor_rollout_ref.rollout.agent.agent_loop_config_path` (`user_sim_overrides`).
+switch is that file as `actor_rollout_ref.rollout.agent.agent_loop_config_path` (`user_sim_overrides`, or
+`gust train --user-sim`).
 """
 
 from __future__ import annotations
@@ -24,22 +27,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import torch
-from pydantic import PrivateAttr
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState
 
 from gusteval.scenario import scenario_from_kwargs
 from gusteval.user_sim import UserSimulator, make_user_simulator, visible_text
-from gustforge.errors import InputError
+from gustforge.errors import ConfigError, InputError
 from trainer.agent_loop import GustToolAgentLoop
-from trainer.reward_manager import (
-    SegmentRewardMixin,
-    SegmentRewardOutput,
-    TurnTokenCapMixin,
-    place_rewards,
-    run_ends,
-)
+from trainer.reward_manager import UNSCORED_RUNS_KEY, mask_runs
 from trainer.rewards.score import TURN_CALLS_KEY
 
 __all__ = [
@@ -47,16 +42,15 @@ __all__ = [
     "USER_TURNS_KEY",
     "USER_LOOPS_FILE",
     "GustUserAgentLoop",
-    "SegmentGustUserAgentLoop",
-    "UserTurnRewardOutput",
     "agent_turn_mask",
+    "require_user_scenarios",
     "user_sim_overrides",
 ]
 
 logger = logging.getLogger(__name__)
 
 USER_AGENT_NAME = "gust_user_agent"
-USER_TURNS_KEY = "gust_user_turns"
+USER_TURNS_KEY = UNSCORED_RUNS_KEY  # the reward layouts skip these runs (trainer.reward_manager)
 USER_LOOPS_FILE = Path(__file__).resolve().parent / "configs" / "gust_user_agent_loops.yaml"
 
 
@@ -117,18 +111,6 @@ class GustUserAgentLoop(GustToolAgentLoop):
             return AgentState.TERMINATED
         return await self._user_turn(agent_data)
 
-    if not hasattr(GustToolAgentLoop, "on_reply_without_tool_call"):  # pragma: no cover - until issue 12's hook
-
-        async def _handle_generating_state(
-            self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
-        ) -> AgentState:
-            messages_before = len(agent_data.messages)  # verl appends the reply only when no limit was hit
-            state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
-            replied = len(agent_data.messages) > messages_before and not agent_data.tool_calls
-            if state is AgentState.TERMINATED and replied:
-                return await self.on_reply_without_tool_call(agent_data, sampling_params)
-            return state
-
     async def _user_turn(self, agent_data: AgentData) -> AgentState:
         """The agent's reply goes to the simulated user; a non-final reply becomes the next (masked) user turn."""
         self._dialogue.append({"role": "assistant", "content": visible_text(agent_data.messages[-1]["content"])})
@@ -156,50 +138,7 @@ class GustUserAgentLoop(GustToolAgentLoop):
         return AgentState.GENERATING
 
 
-def agent_turn_mask(response_mask: Any, user_turn_runs: list[int]) -> torch.Tensor:
-    """`response_mask` with the runs of the conversational generations zeroed (where no reward may land)."""
-    mask = torch.as_tensor(response_mask).clone()
-    on = mask > 0
-    starts = torch.nonzero(on & ~torch.cat([on.new_zeros(1), on[:-1]])).flatten().tolist()
-    ends = run_ends(mask)
-    for run in user_turn_runs:
-        if run < len(starts):
-            mask[starts[run] : ends[run] + 1] = 0
-    return mask
-
-
-class UserTurnRewardOutput(SegmentRewardOutput):
-    """Segment rewards placed on the environment-facing runs only (conversational runs skipped)."""
-
-    _user_turn_runs: list[int] = PrivateAttr(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        output = AgentLoopOutput.as_dict(self)
-        if "rm_scores" in output and self._reward_layout != "outcome":
-            info = output["extra_fields"].get("reward_extra_info")
-            if not isinstance(info, dict):
-                raise InputError("reward_score is set but extra_fields['reward_extra_info'] is missing")
-            mask = agent_turn_mask(output["response_mask"], self._user_turn_runs)
-            output["rm_scores"] = place_rewards(mask, info, layout=self._reward_layout)
-        return output
-
-
-class _UserTurnRewardMixin:
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
-        output = await super().run(sampling_params, **kwargs)  # type: ignore[misc]  # cooperative mixin
-        values = {name: getattr(output, name) for name in type(output).model_fields}
-        wrapped = UserTurnRewardOutput.model_construct(_fields_set=set(output.model_fields_set), **values)
-        wrapped._reward_layout = getattr(output, "_reward_layout", "outcome")
-        wrapped._user_turn_runs = json.loads(output.extra_fields.get(USER_TURNS_KEY) or "[]")
-        return wrapped
-
-
-# the reward layouts and the per-turn cap, unless the base loop already has them (issue 12 mixes them in)
-_LAYOUT_MIXINS = () if issubclass(GustToolAgentLoop, SegmentRewardMixin) else (SegmentRewardMixin, TurnTokenCapMixin)
-
-
-class SegmentGustUserAgentLoop(_UserTurnRewardMixin, *_LAYOUT_MIXINS, GustUserAgentLoop):  # type: ignore[misc]
-    """The training class of simulated-user mode: user turn + reward layouts (on agent turns) + per-turn token cap."""
+agent_turn_mask = mask_runs  # response_mask with the conversational runs zeroed (where no reward may land)
 
 
 def user_sim_overrides(user: str = "offline") -> list[str]:
@@ -210,3 +149,20 @@ def user_sim_overrides(user: str = "offline") -> list[str]:
         f"actor_rollout_ref.rollout.agent.default_agent_loop={USER_AGENT_NAME}",
         f"++gust.user_simulator={user}",
     ]
+
+
+def require_user_scenarios(data: str | Path) -> tuple[int, int]:
+    """(rows with a simulated user's scenario, rows) of a verl parquet; refuse data where no row has one.
+
+    Raises:
+        ConfigError: No row carries ``extra_info.interaction_kwargs`` (simulated-user mode would silently train on
+            fixed prompts).
+    """
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(Path(data), columns=["extra_info"]).column("extra_info").to_pylist()
+    with_user = sum(1 for extra in rows if (extra or {}).get("interaction_kwargs"))
+    if not with_user:
+        raise ConfigError(f"simulated-user mode needs rows with extra_info.interaction_kwargs (written by `gust "
+                          f"build`); none of the {len(rows)} rows of {data} has one")  # fmt: skip
+    return with_user, len(rows)

@@ -36,7 +36,7 @@ from gusteval.runner import tasks_from_verl_rows, verl_env_root
 from trainer.compute_score import compute_score
 from trainer.reward_manager import run_ends
 from trainer.rewards import decode_turn_rewards
-from trainer.rewards.score import FINAL_HASH_KEY, TURN_CALLS_KEY
+from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, TURN_CALLS_KEY
 from trainer.user_agent_loop import USER_LOOPS_FILE, USER_TURNS_KEY, agent_turn_mask
 
 __all__ = ["CHATML_TEMPLATE", "tiny_chatml_tokenizer", "ScriptedServerManager", "register_user_loops",
@@ -112,7 +112,7 @@ def _runs(mask: Sequence[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _check_row(row: Mapping[str, Any], out: Any, tokenizer: PreTrainedTokenizerFast, cls_name: str) -> dict[str, Any]:
+def _check_row(row: Mapping[str, Any], out: Any, tokenizer: PreTrainedTokenizerFast, target: str) -> dict[str, Any]:
     gt = row["reward_model"]["ground_truth"]
     extra = {**row["extra_info"], **out.extra_fields}
     solution = tokenizer.decode(out.response_ids, skip_special_tokens=True)
@@ -129,8 +129,9 @@ def _check_row(row: Mapping[str, Any], out: Any, tokenizer: PreTrainedTokenizerF
     agent_ends = set(run_ends(agent_turn_mask(mask, user_runs)))
     user_ends = {runs[i][1] - 1 for i in user_runs if i < len(runs)}
     turn_rewards = decode_turn_rewards(score["turn_rewards"])
+    cls_name = str(out.extra_fields.get(LOOP_CLASS_KEY))
     checks = {
-        "configured_class": cls_name == "SegmentGustUserAgentLoop",
+        "configured_class": cls_name == target,
         "asked_the_user": len(user_runs) >= 1,
         "user_turns_masked": bool(_answers(out))
         and all(a in masked_text and a not in generated for a in _answers(out)),
@@ -186,6 +187,7 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
     config = _config(adv_estimator)
     config.gust = {"env_root": str(env_root)}  # relative env dirs resolve against the recorded root
     manager = ScriptedServerManager(policy, tokenizer)
+    configured = {str(e.name): str(e["_target_"]) for e in OmegaConf.load(USER_LOOPS_FILE)}  # what verl must build
     reports = []
     for row in rows:
         loop = hydra.utils.instantiate(
@@ -198,8 +200,9 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
             extra_info=row["extra_info"], interaction_kwargs=row["extra_info"].get("interaction_kwargs") or {},
             index=row["extra_info"]["index"],
         ))  # fmt: skip
-        reports.append(_check_row(row, out, tokenizer, type(loop).__name__))
-    return {"ok": bool(reports) and all(r["ok"] for r in reports), "rows": reports}
+        name = agent_name or row["agent_name"]
+        reports.append(_check_row(row, out, tokenizer, configured.get(name, f"<{name} not in {USER_LOOPS_FILE.name}>")))
+    return {"ok": bool(reports) and all(r["ok"] for r in reports), "rows": reports, "adv_estimator": adv_estimator}
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python -m trainer.user_rehearsal OUT/verl/train.parquet

@@ -26,6 +26,7 @@ from tests.trainer.gust_task import TINY_ENV, make_task
 from trainer.convert import gust_row, load_env_schemas, write_rows
 from trainer.launch import CONFIG_DIR, DataPlan, compose_config
 from trainer.rehearse import _LocalRewardHandle, build_tiny_model
+from trainer.reward_manager import UNSCORED_RUNS_KEY
 from trainer.rewards import decode_turn_rewards
 from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, TURN_CALLS_KEY
 from trainer.rows import AGENT_NAME
@@ -47,6 +48,9 @@ SCRIPTS = {
           _call("update_order_status", {"order_id": "ORD-1001", "new_status": "processing"})
           + _call("cancel_order", {"order_id": "ORD-1003"}),
           "ORD-1001 was pending and is processing now; ORD-1003 is cancelled."],
+    # Q: asks the user for a value first (a reply without a call: the user's turn in simulated-user mode, the end of
+    # the episode in fixed-prompt mode), then the gold calls
+    "Q": ["Which order id should I look at?", _call("get_order", {"order_id": "ORD-1001"}), "ORD-1001 is pending."],
     # P: a JSON-list block and a "parameters" key (verl's stock hermes parser drops both)
     "P": ["<tool_call>\n" + json.dumps([{"name": "get_order", "arguments": {"order_id": "ORD-1001"}},
                                         {"name": "get_order", "arguments": {"order_id": "ORD-1002"}}]) + "\n</tool_call>",
@@ -55,8 +59,9 @@ SCRIPTS = {
 
 
 class TaggedPolicy:
-    """Scripted server manager: the trajectory's tag is in its user turn, the turn is the number of assistant turns
-    already in the prompt (trajectories of one batch run concurrently, as in verl)."""
+    """Scripted server manager: the trajectory's tag is in its system and user turns (simulated-user mode replaces
+    the user turn), the turn is the number of assistant turns already in the prompt (trajectories of one batch run
+    concurrently, as in verl)."""
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -74,7 +79,9 @@ def _rows(tags: str) -> list[dict[str, Any]]:
     for i, tag in enumerate(tags):
         task = make_task(task_id=f"task-{tag}-{i}")
         task = task.model_copy(update={"text": task.text.model_copy(update={"user_query": f"[traj {tag}] orders"})})
-        rows.append(gust_row(task, load_env_schemas(TINY_ENV), env_dir=str(TINY_ENV), index=i))
+        row = gust_row(task, load_env_schemas(TINY_ENV), env_dir=str(TINY_ENV), index=i)
+        system = row.prompt[0].model_copy(update={"content": f"[traj {tag}] {row.prompt[0].content}"})
+        rows.append(row.model_copy(update={"prompt": (system, *row.prompt[1:])}))
     return rows
 
 
@@ -90,7 +97,7 @@ def agent_loop_yamls() -> list[Path]:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    corpus = [m.content for row in _rows("ABGP") for m in row.prompt] + [t for s in SCRIPTS.values() for t in s]
+    corpus = [m.content for row in _rows("ABGPQ") for m in row.prompt] + [t for s in SCRIPTS.values() for t in s]
     return build_tiny_model(tmp_path_factory.mktemp("tiny"), corpus)
 
 
@@ -109,6 +116,8 @@ def _generate(algo: str, model_dir: Path, tmp: Path, tags: str, yaml: Path, over
         "reward_model": np.array([r["reward_model"] for r in rows], dtype=object),
         "data_source": np.array([r["data_source"] for r in rows], dtype=object),
         "agent_name": np.array([r["agent_name"] for r in rows], dtype=object),
+        # what verl's RLHFDataset adds: extra_info.interaction_kwargs (the simulated user's scenario) or {}
+        "interaction_kwargs": np.array([r["extra_info"].get("interaction_kwargs") or {} for r in rows], dtype=object),
         "index": np.arange(len(rows)),
     })  # fmt: skip
     loop = asyncio.new_event_loop()
@@ -124,15 +133,20 @@ def _generate(algo: str, model_dir: Path, tmp: Path, tags: str, yaml: Path, over
     return out, rows, worker
 
 
+PROBE_TAGS = "AQBQAQ"  # Q asks the user a question first
 _PROBE = f"""
 import json, sys
 from pathlib import Path
 from tests.trainer.test_agent_loop import _generate
 lazy = "trainer.agent_loop" not in sys.modules
-out, _, _ = _generate("slca", Path(sys.argv[1]), Path(sys.argv[2]), "ABABAB", Path(sys.argv[3]))
+out, _, _ = _generate("slca", Path(sys.argv[1]), Path(sys.argv[2]), "{PROBE_TAGS}", Path(sys.argv[3]))
 from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as registry
-print(json.dumps({{"lazy": lazy, "classes": [str(c) for c in out.non_tensor_batch["{LOOP_CLASS_KEY}"]],
-                  "registry": str(registry["{AGENT_NAME}"]["_target_"])}}))
+extra = out.non_tensor_batch
+print(json.dumps({{"lazy": lazy, "classes": [str(c) for c in extra["{LOOP_CLASS_KEY}"]],
+                  "registry": str(registry["{AGENT_NAME}"]["_target_"]),
+                  "user_turns": [json.loads(u) for u in extra.get("{UNSCORED_RUNS_KEY}", [])],
+                  "user_messages": [json.loads(u) for u in extra.get("gust_user_messages", [])],
+                  "turn_calls": [[len(t) for t in json.loads(c)] for c in extra["{TURN_CALLS_KEY}"]]}}))
 """
 
 
@@ -144,7 +158,11 @@ def test_configured_loop_class_is_instantiated_for_every_trajectory(model_dir: P
     import subprocess
     import sys
 
-    target = str(OmegaConf.load(yaml)[0]["_target_"])
+    from hydra.utils import get_class
+
+    from trainer.user_agent_loop import GustUserAgentLoop
+
+    target = str(next(e for e in OmegaConf.load(yaml) if e.name == AGENT_NAME)["_target_"])
     done = subprocess.run([sys.executable, "-c", _PROBE, str(model_dir), str(tmp_path), str(yaml)],
                           capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -152,6 +170,14 @@ def test_configured_loop_class_is_instantiated_for_every_trajectory(model_dir: P
     assert probe["lazy"]  # the worker, not the test, imported the loop module
     assert probe["classes"] == [target] * 6
     assert probe["registry"] == target  # no import overwrote the YAML entry
+    asks = [i for i, tag in enumerate(PROBE_TAGS) if tag == "Q"]
+    if issubclass(get_class(target), GustUserAgentLoop):  # simulated-user mode: the question went to the user
+        assert [probe["user_turns"][i] for i in asks] == [[0]] * len(asks)  # generation 0 talked to the user
+        assert all("ORD-1001" in probe["user_messages"][i][0] for i in asks)
+        assert all(probe["turn_calls"][i] == [1, 0] for i in asks)  # the user's run is not an agent turn
+        assert all(probe["user_turns"][i] == [] for i in range(len(PROBE_TAGS)) if i not in asks)
+    else:  # fixed-prompt mode: a reply without a call ends the episode
+        assert all(probe["turn_calls"][i] == [0] for i in asks)
 
 
 @pytest.fixture(scope="module")

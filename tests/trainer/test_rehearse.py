@@ -55,6 +55,47 @@ def test_rehearsal_passes_for_every_algorithm(algo: str, tmp_path: Path) -> None
         assert "[ok] isolation" in result.output
     grads = report["gradients"]
     assert grads["grad_norm"] > 0 and grads["cosine_tool_summary"] is not None
+    assert report["mode"] == "fixed_prompt" and not report["user_loop"]["run"]  # recorded as not run
+
+
+def test_cli_rehearse_user_sim_runs_the_simulated_user_loop(tmp_path: Path) -> None:
+    """`--rehearse --user-sim`: every trajectory through the user loop class (verl's worker, the mode's YAML), plus
+    the scripted agent that asks the offline user; the user-loop checks are in the report and the exit code."""
+    args = ["train", "--algo", "tara", "--rehearse", "--user-sim", "--run-dir", str(tmp_path)]
+    result = CliRunner().invoke(_gust(), args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "rehearsal" / "rehearsal_tara.json").read_text())
+    assert report["passed"] and report["mode"] == "simulated_user"
+    assert set(report["agent_loop_classes"]) == {"trainer.user_agent_loop.GustUserAgentLoop"}
+    user = report["user_loop"]
+    assert user["run"] and user["ok"] and user["rows"] and user["adv_estimator"] == "tara"
+    names = {c["name"] for c in report["checks"] if c["passed"]}
+    assert {"user_loop_asked_the_user", "user_loop_user_turns_masked", "user_loop_turn_rewards_all_1",
+            "user_loop_rewards_on_agent_turns_only", "user_loop_final_state_matches"} <= names
+    for row in user["rows"]:  # user turns interleaved, answered with the stated values, not scored as agent turns
+        assert row["user_turns"] >= 1 and row["user_messages"] and all(r == 1.0 for r in row["turn_rewards"])
+        assert row["agent_turns_scored"] == len(row["turn_rewards"]) + 1  # the env-facing turns + the report
+    assert "[ok] user_loop_user_turns_masked" in result.output
+
+
+def test_cli_user_sim_refuses_rows_without_a_user_scenario(tmp_path: Path, corpora_dir: Path) -> None:
+    from trainer.convert import toucan_to_verl, write_rows
+
+    previews = [json.loads(line) for line in (corpora_dir / "toucan" / "toucan_toolcall_rl.preview.jsonl").open()]
+    data = write_rows(tmp_path / "toucan.parquet", toucan_to_verl(previews)[0])
+    for extra in (["--rehearse"], ["--dry-run"]):
+        result = CliRunner().invoke(_gust(), ["train", "--algo", "grpo", "--user-sim", *extra, "--data", str(data),
+                                              "--run-dir", str(tmp_path / "run")])  # fmt: skip
+        assert result.exit_code == 2 and "interaction_kwargs" in result.output, result.output
+
+
+def test_cli_dry_run_user_sim_switches_the_agent_loop_registry(tmp_path: Path) -> None:
+    result = CliRunner().invoke(_gust(), ["train", "--algo", "tara", "--dry-run", "--user-sim", "--run-dir",
+                                          str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "gust_user_agent_loops.yaml" in result.output and "user_simulator: offline" in result.output
+    fixed = CliRunner().invoke(_gust(), ["train", "--algo", "tara", "--dry-run", "--run-dir", str(tmp_path)])
+    assert fixed.exit_code == 0 and "gust_agent_loops.yaml" in fixed.output
 
 
 def test_cli_rehearse_fails_when_the_rollout_parser_disagrees_with_the_reward(tmp_path: Path) -> None:

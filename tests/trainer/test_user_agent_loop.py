@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from tests.gusteval._tasks import dependent_task, tiny_records, write_export
+from trainer.rows import AGENT_NAME
 from trainer.user_agent_loop import USER_AGENT_NAME, agent_turn_mask, user_sim_overrides
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,21 +33,12 @@ print(json.dumps(rehearse_user_loop(sys.argv[1], limit=3, agent_name=sys.argv[3]
 """
 
 
-def _decorator_overwrites_alias() -> bool:
-    """True while trainer/agent_loop.py registers `gust_tool_agent` by decorator (issue 12 removes it)."""
-    return "@register(AGENT_NAME)" in (REPO / "trainer" / "agent_loop.py").read_text(encoding="utf-8")
-
-
 @pytest.fixture(scope="module")
 def verl_rows(tmp_path_factory) -> Path:
     return write_export(tmp_path_factory.mktemp("user-loop"), [*tiny_records(), dependent_task()])[1]
 
 
-@pytest.mark.parametrize("name", [
-    USER_AGENT_NAME,
-    pytest.param("gust_tool_agent", marks=pytest.mark.skipif(
-        _decorator_overwrites_alias(), reason="trainer/agent_loop.py's @register overwrites the YAML alias")),
-])  # fmt: skip
+@pytest.mark.parametrize("name", [USER_AGENT_NAME, AGENT_NAME])  # the mode's own name and the rows' name
 def test_user_loop_in_verls_order(verl_rows, name):
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(verl_rows), str(REPO / "trainer" / "configs" /
                            "gust_user_agent_loops.yaml"), name], capture_output=True, text=True, cwd=REPO,
@@ -55,7 +47,7 @@ def test_user_loop_in_verls_order(verl_rows, name):
     report = json.loads(done.stdout.strip().splitlines()[-1])
     rows = report["rows"]
     assert len(rows) == 3 and report["ok"], json.dumps(rows, indent=1)
-    assert {r["loop_class"] for r in rows} == {"SegmentGustUserAgentLoop"}  # every trajectory, not just the first
+    assert {r["loop_class"] for r in rows} == {"trainer.user_agent_loop.GustUserAgentLoop"}  # every trajectory, not just the first
     dep = next(r for r in rows if r["task_id"] == "task-dep")
     assert dep["user_messages"] == ['The customer id is "C-1".'] and dep["user_reasons"] == ["answer", "goal_reached"]
     assert dep["turn_rewards"] == [1.0, 1.0] and dep["agent_turns_scored"] == 3  # 2 tool turns + the report
@@ -74,3 +66,24 @@ def test_simulated_user_mode_composes_and_validates():
     assert cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path.endswith("gust_user_agent_loops.yaml")
     assert cfg.gust.user_simulator == "offline"
     assert validate_training_config(cfg).reward_layout == "tara"
+
+
+@pytest.mark.parametrize("layout", ["tara", "slca", "slca_tara", "outcome"])
+def test_segment_rewards_skip_runs_answered_by_the_user(layout):
+    """The reward layouts count and reward only the runs not listed in `gust_user_turns` (the loop's record)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics
+
+    from trainer.reward_manager import SegmentRewardOutput, with_segment_rewards
+    from trainer.rewards import COMPONENT_KEYS
+    from trainer.user_agent_loop import USER_TURNS_KEY
+
+    mask = [1, 1, 0, 1, 0, 0, 1, 1, 0, 1]  # runs: 0 asks the user, 1 and 2 call tools, 3 reports
+    info = {k: 0.0 for k in COMPONENT_KEYS} | {"score": 0.9, "r_tool": 0.7, "r_sum": 0.2, "omission": 0,
+                                                 "turn_rewards": json.dumps([0.5, 1.0])}  # fmt: skip
+    plain = SegmentRewardOutput(prompt_ids=[1], response_ids=list(range(len(mask))), response_mask=mask,
+                                reward_score=0.9, metrics=AgentLoopMetrics(),
+                                extra_fields={"reward_extra_info": info, USER_TURNS_KEY: json.dumps([0])})  # fmt: skip
+    rm = with_segment_rewards(plain, layout=layout).as_dict()["rm_scores"]
+    expected = {"tara": {3: 0.5, 7: 1.0}, "slca": {7: 0.7, 9: 0.2}, "slca_tara": {3: 0.5, 7: 1.0, 9: 0.2},
+                "outcome": {9: 0.9}}[layout]  # fmt: skip
+    assert {i: round(float(v), 6) for i, v in enumerate(rm) if v} == expected
