@@ -215,8 +215,10 @@ def _run_flow(body: Any, progress_console: Console | None = None) -> tuple[Any, 
     printed, exit 130 (see `flows.interrupt`). Returns (body's result, the progress tracker or None).
     """
     from flows.interrupt import on_local_server
+    from flows.prefect_env import quiet_expected_failures
     from flows.progress import stage_progress
 
+    quiet_expected_failures()
     if progress_console is None:
         return on_local_server(body), None
 

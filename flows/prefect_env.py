@@ -18,7 +18,14 @@ from pathlib import Path
 
 from gustforge.errors import GustError
 
-__all__ = ["configure_prefect_environment", "LocalServer", "local_server", "is_ephemeral", "configured_api_url"]
+__all__ = [
+    "configure_prefect_environment",
+    "quiet_expected_failures",
+    "LocalServer",
+    "local_server",
+    "is_ephemeral",
+    "configured_api_url",
+]
 
 _DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",  # offline machines: no telemetry errors at server start
@@ -38,6 +45,23 @@ def configure_prefect_environment(out_dir: Path | None = None) -> None:
     if out_dir is not None:
         os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = str((Path(out_dir) / ".prefect-results").resolve())
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")
+
+
+class _ExpectedFailureFilter(logging.Filter):
+    """Drops Prefect's traceback log of a run that failed with a `GustError`: the CLI prints that error as one
+    line (with its reasons), and the run's state keeps the message for the UI."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, GustError)
+
+
+def quiet_expected_failures() -> None:
+    """Install `_ExpectedFailureFilter` on Prefect's flow- and task-run loggers (idempotent)."""
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _ExpectedFailureFilter) for f in logger.filters):
+            logger.addFilter(_ExpectedFailureFilter())
 
 
 def configured_api_url() -> str | None:

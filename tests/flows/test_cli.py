@@ -169,3 +169,14 @@ def test_train_without_its_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) ->
     result = runner.invoke(app, ["train", "--algo", "slca", "--dry-run"])
     assert result.exit_code == 2 and "pip install 'gustforge[train]'" in result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_garbage_input_fails_with_the_reason_and_no_traceback(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("garbage{{")
+    proc = _gust("build", "--input", str(garbage), "--out", str(tmp_path / "out"),
+                 env={"PREFECT_HOME": str(tmp_path / "ph")})  # fmt: skip
+    assert proc.returncode == 1
+    assert "stage 'ingest' failed on 100% of 1 inputs" in proc.stderr and "malformed_json=1" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
