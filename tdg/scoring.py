@@ -19,6 +19,10 @@ For an ordered tool pair (A, B) `pair_evidence` computes:
 - ``verb_order``: A and B work on one entity and A's verb comes first (create < read < update < delete);
 - ``provider``: A reads or creates (its output is a record worth passing on);
 - ``echo``: a mutation echoing a record back to an earlier verb of the same entity (``cancel_order -> get_order``).
+- ``gap_in`` / ``gap_out``: how far A's fit to B (``any_sim + mention_sim``) falls short of B's best source / A's
+  best consumer in the set (0 for the best; graded where ``best_source`` / ``best_sink`` are 0/1);
+- ``field_gap``: ``field_sim`` minus the best ``field_sim`` of any tool of the set into B;
+- ``n_tools``: the size of the tool set (the share of pairs that are edges falls with it).
 
 `Calibration.probability` maps them to P(edge) with gradient-boosted trees (log loss). The shipped models
 (``tdg/calibration/<embedder>.json``, one per embedder) and their edge thresholds were fitted by
@@ -58,7 +62,8 @@ __all__ = ["FEATURES", "KIND_RANK", "PairEvidence", "Tree", "Calibration", "cali
            "pair_evidence", "tool_entity"]  # fmt: skip
 
 FEATURES = ("key_name", "other_name", "field_sim", "any_sim", "mention_sim", "tool_sim", "margin", "best_source",
-            "best_sink", "sink", "verb_order", "provider", "echo")  # fmt: skip
+            "best_sink", "sink", "verb_order", "provider", "echo", "gap_in", "gap_out", "field_gap",
+            "n_tools")  # fmt: skip
 # Parameter words of a consumer that accepts any value of its type (send_sms.message, encrypt_data.data).
 _SINK_WORDS = frozenset("text message data content number num value input body string amount total price".split())
 KIND_RANK = {ToolKind.CREATE: 0, ToolKind.READ: 1, ToolKind.UPDATE: 2, ToolKind.ACTION: 2, ToolKind.DELETE: 3}
@@ -241,6 +246,7 @@ def pair_evidence(tools: Sequence[ToolSchema], embedder: Embedder) -> list[PairE
     fit = {pair: sims[pair][1] + mentions[pair] for pair in sims}
     best_in = {b: max((fit[(a, b)] for a in views if a != b), default=0.0) for b in views}
     best_out = {a: max((fit[(a, b)] for b in views if a != b), default=0.0) for a in views}
+    best_field_in = {b: max((sims[(a, b)][0] for a in views if a != b), default=0.0) for b in views}
     out = []
     for a, b in itertools.permutations(views.values(), 2):
         pair = (a.tool.name, b.tool.name)
@@ -262,6 +268,10 @@ def pair_evidence(tools: Sequence[ToolSchema], embedder: Embedder) -> list[PairE
             "verb_order": float(same and rank_a < rank_b),
             "provider": float(a.tool.kind in (ToolKind.READ, ToolKind.CREATE)),
             "echo": float(same and rank_a > rank_b),
+            "gap_in": fit[pair] - best_in[b.tool.name],
+            "gap_out": fit[pair] - best_out[a.tool.name],
+            "field_gap": field_sim - best_field_in[b.tool.name],
+            "n_tools": float(len(views)),
         }
         out.append(PairEvidence(a.tool.name, b.tool.name, features, mappings, where))
     return out
