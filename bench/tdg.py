@@ -245,18 +245,19 @@ def _nested(x: Any, y: Any, echo: Any, by_rule: Any, outer: Any, inner: Any, dev
         thresholds.append(round(threshold, 2))
         fold_precision.append(round(float((chosen & y & test).sum() / max((chosen & test).sum(), 1)), 3))
     tp = int((chosen & y & dev).sum())
-    return {"precision": round(tp / max(int((chosen & dev).sum()), 1), 4), "recall": round(tp / int((y & dev).sum()), 4),
-            "thresholds": thresholds, "fold_precision": fold_precision}  # fmt: skip
+    precision, recall = tp / max(int((chosen & dev).sum()), 1), tp / int((y & dev).sum())
+    return {"precision": round(precision, 4), "recall": round(recall, 4), "thresholds": thresholds,
+            "fold_precision": fold_precision}  # fmt: skip
 
 
 def _export(model: Any, embedder: str, threshold: float, fitted_on: str) -> Any:
-    from tdg.scoring import FEATURES, Calibration, Tree
+    from tdg.scoring import Calibration, Tree, model_features
 
     trees = [Tree(feature=[int(f) for f in t.tree_.feature], threshold=[float(v) for v in t.tree_.threshold],
                   left=[int(v) for v in t.tree_.children_left], right=[int(v) for v in t.tree_.children_right],
                   value=[float(v) for v in t.tree_.value[:, 0, 0]]) for t in model.estimators_[:, 0]]  # fmt: skip
     prior = float(model.init_.class_prior_[1])
-    return Calibration(embedder=embedder, features=list(FEATURES), init=math.log(prior / (1 - prior)),
+    return Calibration(embedder=embedder, features=list(model_features(embedder)), init=math.log(prior / (1 - prior)),
                        learning_rate=float(model.learning_rate), trees=trees, threshold=round(threshold, 3),
                        fitted_on=fitted_on)  # fmt: skip
 
@@ -268,7 +269,7 @@ def _fit(devset: Any, embedder_name: str) -> dict[str, Any]:
 
     from tdg.embedding import resolve_embedder
     from tdg.infer import verb_order_edges
-    from tdg.scoring import FEATURES, calibration_path, load_calibration, pair_evidence
+    from tdg.scoring import calibration_path, load_calibration, model_features, pair_evidence
 
     embedder = resolve_embedder(embedder_name)
     rows = []
@@ -278,7 +279,8 @@ def _fit(devset: Any, embedder_name: str) -> dict[str, Any]:
         rule = {(e.src, e.dst) for e in verb_order_edges(item.tools)}  # added by the inferer whatever the model says
         rows += [(item.split, folds, (ev.src, ev.dst) in rule, ev, (ev.src, ev.dst) in gold)
                  for ev in pair_evidence(item.tools, embedder)]  # fmt: skip
-    x = np.array([[ev.features[f] for f in FEATURES] for *_, ev, _ in rows])
+    features = model_features(embedder.name)
+    x = np.array([[ev.features[f] for f in features] for *_, ev, _ in rows])
     y = np.array([g for *_, g in rows], dtype=bool)
     dev = np.array([r[0] == "dev" for r in rows])
     outer = np.array([r[1][0] for r in rows])
@@ -293,7 +295,7 @@ def _fit(devset: Any, embedder_name: str) -> dict[str, Any]:
                  f"({_FOLDS} folds) recall at precision >= {_MIN_OOF_PRECISION} of the inferer's output (model "
                  f"edges minus echoes, plus verb-order edges)")  # fmt: skip
     calibration = _export(model, embedder.name, best[0], fitted_on)
-    p = np.array([calibration.probability(dict(zip(FEATURES, row, strict=True))) for row in x])
+    p = np.array([calibration.probability(dict(zip(features, row, strict=True))) for row in x])
     assert np.allclose(p, model.predict_proba(x)[:, 1], atol=1e-6), "exported trees disagree with sklearn"
     calibration_path(embedder.name).parent.mkdir(parents=True, exist_ok=True)
     calibration_path(embedder.name).write_text(calibration.model_dump_json(indent=None) + "\n", encoding="utf-8")
