@@ -75,3 +75,15 @@ class TestCalibration:
         evidence = {(e.src, e.dst): e.features for e in pair_evidence(tools, LexicalEmbedder())}
         assert evidence[("get_note", "delete_note")]["verb_order"] == 1.0
         assert evidence[("delete_note", "get_note")]["echo"] == 1.0
+
+    def test_relative_features_grade_sources_within_the_set(self) -> None:
+        evidence = {(e.src, e.dst): e.features for e in pair_evidence(library_tools(), LexicalEmbedder())}
+        n_tools = len(library_tools())
+        assert all(f["n_tools"] == n_tools for f in evidence.values())
+        for dst in {d for _, d in evidence}:
+            incoming = [f for (_, d), f in evidence.items() if d == dst]
+            assert max(f["gap_in"] for f in incoming) == pytest.approx(0.0)  # the best source of dst
+            assert max(f["field_gap"] for f in incoming) == pytest.approx(0.0)
+            assert all(f["gap_in"] <= 1e-9 and f["field_gap"] <= 1e-9 for f in incoming)
+            for f in incoming:  # best_source is the 0/1 view of gap_in
+                assert (f["gap_in"] >= -1e-9) == (f["best_source"] == 1.0) or f["any_sim"] + f["mention_sim"] == 0
