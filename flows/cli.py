@@ -327,7 +327,7 @@ def _ingest_line(out: Path) -> str | None:
     if not path.is_file():
         return None
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    dropped = Counter(str(r.get("reason", "?")).split(":")[0] for r in rows if r.get("outcome") == "dropped")
+    dropped = _ingest_drops(out)
     produced = sum(r.get("outcome") == "produced" for r in rows)
     return (f"ingest: {produced + sum(dropped.values())} inputs, {produced} toolsets, {sum(dropped.values())} "
             f"quarantined at ingest ({reason_text(dropped)}); details: {out / 'quarantine.jsonl'}")  # fmt: skip
@@ -384,6 +384,32 @@ def stage(
     report = result.report
     typer.echo(f"{name}: {report.inputs} inputs, {report.produced} produced, dropped: {reason_text(report.dropped)}; "
                f"report: {out / 'reports' / (name + '.jsonl')}")  # fmt: skip
+    if report.produced == 0:
+        _check_empty_stage(name, report.dropped, out)
+
+
+def _check_empty_stage(name: str, dropped: Mapping[str, int], out: Path) -> None:
+    """A stage that produced nothing fails the run unless deliberate filtering explains it (e.g. every toolset
+    outside the paper's size filter): then it says so and exits 0."""
+    from gustforge import pipeline
+
+    reasons = Counter(dropped)
+    if name == "envgen":
+        reasons.update(_ingest_drops(out))
+    policy = pipeline.POLICY_REASONS | pipeline.QUALITY_REASONS
+    if any(reason in policy for reason in reasons):
+        err.print(f"warning: stage {name} produced nothing; deliberate filtering explains it "
+                  f"({reason_text(reasons)})", markup=False)  # fmt: skip
+        return
+    _fail(f"stage {name} produced nothing ({reason_text(reasons) if reasons else 'no input items'})", 1)
+
+
+def _ingest_drops(out: Path) -> Counter[str]:
+    path = out / "reports" / "ingest.jsonl"
+    if not path.is_file():
+        return Counter()
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return Counter(str(r.get("reason", "?")).split(":")[0] for r in rows if r.get("outcome") == "dropped")
 
 
 def _run_stage_direct(name: str, source: Path, cfg: Any) -> Any:

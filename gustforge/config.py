@@ -52,7 +52,12 @@ class BudgetConfig(StrictModel):
     duplicates, per-env caps, teacher/solvability/quality verdicts) is reported but does not count.
     """
 
-    ingest: float = Field(default=0.5, ge=0, le=1, description="Max share of raw records that fail to parse.")
+    ingest: float = Field(
+        default=0.95, ge=0, le=1,
+        description="Max share of raw records rejected as unreadable, malformed or hostile. Loose by default: "
+        "harvested corpora are noisy and every bad record is quarantined on its own; a run whose inputs yield "
+        "nothing still fails (min_rows, or a stage that produced nothing).",
+    )  # fmt: skip
     envgen: float = Field(default=0.5, ge=0, le=1, description="Max failed share of input toolsets.")
     tdg: float = Field(default=0.5, ge=0, le=1, description="Max failed share of environments.")
     sample: float = Field(default=0.5, ge=0, le=1, description="Max failed share of environments.")

@@ -179,4 +179,11 @@ def test_garbage_input_fails_with_the_reason_and_no_traceback(tmp_path: Path) ->
                  env={"PREFECT_HOME": str(tmp_path / "ph")})  # fmt: skip
     assert proc.returncode == 1
     assert "stage 'ingest' failed on 100% of 1 inputs" in proc.stderr and "malformed_json=1" in proc.stderr
+    # a single stage that produces nothing fails too, naming what ingest rejected
+    stage = _gust("stage", "envgen", "--from", str(garbage), "--out", str(tmp_path / "s"), "--direct")
+    assert stage.returncode == 1 and "malformed_json=1" in stage.stdout + stage.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    nothing = _gust("stage", "envgen", "--from", str(empty), "--out", str(tmp_path / "e"), "--direct")
+    assert nothing.returncode == 1 and "produced nothing (no input items)" in nothing.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
