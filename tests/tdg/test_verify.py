@@ -197,7 +197,7 @@ class TestTeacher:
 
     def test_failing_endpoint_is_teacher_error(self, env, records):
         with FakeOpenAIServer(fail_rate=1.0, fail_statuses=(503,)) as server:
-            cfg = VerifyConfig(teacher=_teacher(server, max_retries=2))
+            cfg = VerifyConfig(teacher=_teacher(server, max_retries=2, k=1))
             outcome = verify_tasks(records[:1], {"bank": env}, cfg)
             assert len(server.requests) == 3  # first try + 2 retries, then the task is given up
         assert outcome.kept == () and [q.reason for q in outcome.dropped] == ["teacher_error"]
