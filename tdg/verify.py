@@ -16,6 +16,7 @@ This is the only library module that imports langgraph / langchain.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -185,8 +186,13 @@ def replay_trace(
         SandboxError: The environment faulted (timeout, memory, violation) during the replay.
     """
     with env.session(pool=pool, seed=session_seed) as session:
-        graph = _replay_graph(trace, session)
-        state = graph.invoke({"stage": 0, "mismatches": []}, {"recursion_limit": len(trace.stages) + 8})
+        return _replay_in(trace, session)
+
+
+def _replay_in(trace: GoldenTrace, session: EnvSession) -> ReplayResult:
+    """Replay on a session in its initial state."""
+    graph = _replay_graph(trace, session)
+    state = graph.invoke({"stage": 0, "mismatches": []}, {"recursion_limit": len(trace.stages) + 8})
     mismatches = tuple(state["mismatches"])
     return ReplayResult(ok=not mismatches, stages_run=state["stage"], mismatches=mismatches)
 
@@ -326,8 +332,7 @@ def score_attempt(
 
 class _AttemptOpts(NamedTuple):
     model: str
-    session_seed: int
-    pool: SandboxPool | None
+    sessions: _SessionCache
     llm_slots: threading.Semaphore | None = None
 
 
@@ -336,17 +341,85 @@ class _AgentState(TypedDict):
     turns: int
 
 
+class _SessionCache:
+    """Loaded sessions of the environments being verified, lent for one tool step (or one replay) at a time.
+
+    A lent session is first reset (fresh tools module, initial DB, reseeded `random`/`uuid4`: the same state as a
+    newly loaded one), so steps of many attempts share a few loaded sessions instead of loading — and statically
+    checking — the tools module for every step. At most `limit` sessions are open (the sandbox pool's size); an
+    idle session of another environment is closed to make room.
+    """
+
+    def __init__(self, pool: SandboxPool | None, seed: int, limit: int) -> None:
+        self._pool, self._seed, self._limit = pool, seed, limit
+        self._idle: dict[str, list[EnvSession]] = defaultdict(list)
+        self._open = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def lease(self, env: Environment) -> Iterator[EnvSession]:
+        session, fresh = self._take(env)
+        try:
+            if not fresh:
+                session.reset()
+            yield session
+        except BaseException:
+            self._discard(session)
+            raise
+        with self._cond:
+            self._idle[env.env_id].append(session)
+            self._cond.notify()
+
+    def _take(self, env: Environment) -> tuple[EnvSession, bool]:
+        evicted: EnvSession | None = None
+        with self._cond:
+            while True:
+                if mine := self._idle.get(env.env_id):
+                    return mine.pop(), False
+                if self._open < self._limit:
+                    self._open += 1
+                    break
+                if other := next((idle for idle in self._idle.values() if idle), None):
+                    evicted = other.pop(0)  # the open count stays: the new session takes its place
+                    break
+                self._cond.wait()
+        if evicted is not None:
+            evicted.close()
+        try:
+            return env.session(pool=self._pool, seed=self._seed), True
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    def _discard(self, session: EnvSession) -> None:
+        session.close()
+        with self._cond:
+            self._open -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            idle = [s for sessions in self._idle.values() for s in sessions]
+            self._idle.clear()
+            self._open -= len(idle)
+            self._cond.notify_all()
+        for session in idle:
+            session.close()
+
+
 class _AttemptEnv:
     """One attempt's environment, holding a sandbox session only while a tool step runs.
 
     Between steps the attempt is the list of calls it executed, in execution order. Each step leases a session
-    (from the pool when given), replays those calls — the tools module, its seeded `random`/`uuid4` and the DB end
+    in its initial state, replays those calls — the tools module, its seeded `random`/`uuid4` and the DB end
     exactly where the last step left them; a replayed output that differs is an environment fault — then runs the
     step's new calls. So an LLM turn never holds a sandbox worker.
     """
 
-    def __init__(self, env: Environment, pool: SandboxPool | None, seed: int) -> None:
-        self._env, self._pool, self._seed = env, pool, seed
+    def __init__(self, env: Environment, sessions: _SessionCache) -> None:
+        self._env, self._sessions = env, sessions
         self._log: list[tuple[str, dict[str, Any], str]] = []
         self._session: EnvSession | None = None
         self._lock = threading.Lock()
@@ -355,7 +428,7 @@ class _AttemptEnv:
     @contextmanager
     def step(self) -> Iterator[None]:
         """Lease a session for one tool step, restored to the attempt's state."""
-        with self._env.session(pool=self._pool, seed=self._seed) as session:
+        with self._sessions.lease(self._env) as session:
             for index, (name, args, output) in enumerate(self._log):
                 if canonical_json(session.call(name, args)) != output:
                     raise SandboxError(f"env {self._env.env_id} is not deterministic: replaying call {index} "
@@ -499,7 +572,7 @@ def _run_attempt(
 ) -> AttemptScore:
     rng = random.Random(f"{cfg.seed}:{record.task_id}:{attempt}")
     messages = _task_messages(record.text, cfg)
-    attempt_env = _AttemptEnv(env, opts.pool, opts.session_seed)
+    attempt_env = _AttemptEnv(env, opts.sessions)
     tools = _env_tools(env, attempt_env)
     model = _chat_model(cfg, opts.model, attempt).bind_tools(tools)
     graph = _agent_graph(model, tools, attempt_env, cfg, rng, opts.llm_slots)
@@ -539,14 +612,17 @@ def run_teacher(
     if not cfg.enabled:
         return TeacherResult(status="not_run")
     outcomes: list[AttemptScore | LLMError] = []
+    sessions = _SessionCache(pool, session_seed, limit=1)
     try:
-        opts = _AttemptOpts(_resolve_model(cfg), session_seed, pool)
+        opts = _AttemptOpts(_resolve_model(cfg), sessions)
         for attempt in range(cfg.k):
             outcomes.append(_attempt_outcome(record, env, cfg, attempt, opts))
             if isinstance(outcomes[-1], LLMError):
                 break
     except LLMError as exc:
         outcomes.append(exc)
+    finally:
+        sessions.close()
     return _teacher_result(record, cfg, outcomes)
 
 
@@ -636,14 +712,15 @@ def _drop(record: TaskRecord, reason: str, detail: str = "") -> QuarantineRecord
 
 
 def _cheap_checks(
-    record: TaskRecord, envs: Mapping[str, Environment], cfg: VerifyConfig, pool: SandboxPool | None
+    record: TaskRecord, envs: Mapping[str, Environment], cfg: VerifyConfig, sessions: _SessionCache
 ) -> TaskRecord | QuarantineRecord:
     """Replay and solvability; returns the updated record or its quarantine entry."""
     env = envs.get(record.env_id)
     if env is None:
         return _drop(record, "env_missing", record.env_id)
     try:
-        replay = replay_trace(record.trace, env, session_seed=cfg.session_seed, pool=pool)
+        with sessions.lease(env) as session:
+            replay = _replay_in(record.trace, session)
     except SandboxError as exc:
         return _drop(record, "replay_error", f"{type(exc).__name__}: {exc}")
     if not replay.ok:
@@ -720,7 +797,7 @@ class _TeacherScheduler:
     flight up to `max_concurrency` (a semaphore held only around each model call), while sandbox sessions are
     leased only for tool steps. An environment's next wave starts as soon as its previous wave is settled."""
 
-    def __init__(self, cfg: VerifyConfig, threads: ThreadPoolExecutor, pool: SandboxPool | None) -> None:
+    def __init__(self, cfg: VerifyConfig, threads: ThreadPoolExecutor, sessions: _SessionCache) -> None:
         self.cfg, self.threads = cfg, threads
         self.pending: dict[Future[AttemptScore | LLMError], tuple[_TaskRun, int]] = {}
         self.selections: list[_Selection] = []
@@ -733,7 +810,7 @@ class _TeacherScheduler:
                 self._model_error = exc
             else:
                 slots = threading.BoundedSemaphore(cfg.teacher.max_concurrency)
-                self._opts = _AttemptOpts(model, cfg.session_seed, pool, slots)
+                self._opts = _AttemptOpts(model, sessions, slots)
 
     def start(self, selection: _Selection) -> None:
         self.selections.append(selection)
@@ -818,12 +895,16 @@ def verify_tasks(
         seen.add(record.task_id)
         by_env[record.env_id].append(record)
     slack = pool.size if pool is not None else cfg.teacher.max_concurrency  # attempts in a tool step hold no slot
-    with ThreadPoolExecutor(max_workers=cfg.teacher.max_concurrency + slack, thread_name_prefix="teacher") as threads:
-        scheduler = _TeacherScheduler(cfg, threads, pool)
+    sessions = _SessionCache(pool, cfg.session_seed, limit=slack)
+    with (
+        contextlib.closing(sessions),
+        ThreadPoolExecutor(max_workers=cfg.teacher.max_concurrency + slack, thread_name_prefix="teacher") as threads,
+    ):
+        scheduler = _TeacherScheduler(cfg, threads, sessions)
         for env_id in sorted(by_env):  # replay + solvability of one env, then its teacher runs behind the next env's
             candidates: list[TaskRecord] = []
             for record in by_env[env_id]:
-                checked = _cheap_checks(record, envs, cfg, pool)
+                checked = _cheap_checks(record, envs, cfg, sessions)
                 (dropped if isinstance(checked, QuarantineRecord) else candidates).append(checked)  # type: ignore[arg-type]
             if candidates:
                 scheduler.start(_Selection(envs[env_id], candidates, cfg, quality))
