@@ -6,6 +6,7 @@ fixed latency to every request. The pipeline's own stage functions then run on r
 reports requests, peak and mean requests in flight, and wall time against the ideal
 `requests × latency / max_concurrency`. Targets: peak ≥ 0.9 × max_concurrency and wall ≤ 1.5 × ideal. For envgen,
 `offline_wall_s` is the same toolsets built offline in the same process: the sandbox/CPU floor the LLM path adds to.
+For the teacher, `critical_path_s` is its longest conversation (sequential turns) × latency: a lower bound on wall.
 
 Run: `.venv/bin/python bench/llm_throughput.py [--latency 1.0] [--concurrency 16] [--toolsets 48] [--envs 12]`;
 prints one JSON object.
@@ -85,6 +86,10 @@ def run(latency: float, concurrency: int, toolsets: int, envs: int) -> dict[str,
         written = list(tasks.items)
         _, report["roles"]["teacher"] = _measure(server, concurrency, latency,
                                                  lambda: pipeline.run_verify(written, cfg, cfg.out))  # fmt: skip
+        # one conversation's turns are sequential: the twin teacher answers one turn per golden stage plus a final
+        # reply, so no schedule ends before the longest conversation (reported beside the target, not instead of it)
+        turns = max((len(r["trace"]["stages"]) + 1 for item in written for r in item["records"]), default=0)
+        report["roles"]["teacher"]["critical_path_s"] = round(turns * latency, 2)
         pipeline.close_llm_clients()
     return report
 

@@ -557,23 +557,18 @@ def _teacher_outage(record: QuarantineRecord) -> QuarantineRecord:
 def run_verify(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
     """Replay (LangGraph), solvability and teacher Pass@k — or `not_run` when no teacher endpoint is set.
 
-    With a teacher, environments are verified concurrently on a sandbox pool as large as the teacher's
-    concurrency, so LLM turns of one task never wait for another task's sandbox.
+    With a teacher, every attempt of every task of the shard runs concurrently: LLM requests up to the teacher's
+    `max_concurrency`, and a sandbox session (from a pool of that size) is leased only for each tool step.
     """
     from gustforge.sandbox import SandboxPool
     from tdg.verify import verify_tasks
 
     started = time.perf_counter()
     teacher = cfg.verify.teacher
-    per_env = min(teacher.max_concurrency, cfg.verify.max_tasks_per_env)
-    # every teacher attempt holds one pooled sandbox session, so the pool size bounds the requests in flight
-    env_workers = teacher.max_concurrency if teacher.enabled else 1
-    env_cfg = cfg.verify.model_copy(update={"teacher": teacher.model_copy(update={"max_concurrency": per_env})})
     envs = {item["env_id"]: _load_env(item, out) for item in items}
     groups = [[TaskRecord.model_validate(r) for r in item["records"]] for item in items]
     with SandboxPool(size=teacher.max_concurrency if teacher.enabled else 1, limits=_sandbox_limits(cfg)) as pool:
-        outcomes = _parallel(lambda group: verify_tasks(group, envs, env_cfg, pool=pool, quality=cfg.quality),
-                             groups, env_workers)  # fmt: skip
+        outcomes = [verify_tasks([r for g in groups for r in g], envs, cfg.verify, pool=pool, quality=cfg.quality)]
     kept = sorted((r for o in outcomes for r in o.kept), key=lambda r: (r.env_id, r.task_id))
     dropped = [_teacher_outage(q) for o in outcomes for q in o.dropped]
     by_env: dict[str, list[Item]] = {}

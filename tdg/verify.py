@@ -16,6 +16,7 @@ This is the only library module that imports langgraph / langchain.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -27,7 +28,8 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypedDict
 
 import openai
@@ -184,8 +186,13 @@ def replay_trace(
         SandboxError: The environment faulted (timeout, memory, violation) during the replay.
     """
     with env.session(pool=pool, seed=session_seed) as session:
-        graph = _replay_graph(trace, session)
-        state = graph.invoke({"stage": 0, "mismatches": []}, {"recursion_limit": len(trace.stages) + 8})
+        return _replay_in(trace, session)
+
+
+def _replay_in(trace: GoldenTrace, session: EnvSession) -> ReplayResult:
+    """Replay on a session in its initial state."""
+    graph = _replay_graph(trace, session)
+    state = graph.invoke({"stage": 0, "mismatches": []}, {"recursion_limit": len(trace.stages) + 8})
     mismatches = tuple(state["mismatches"])
     return ReplayResult(ok=not mismatches, stages_run=state["stage"], mismatches=mismatches)
 
@@ -325,8 +332,8 @@ def score_attempt(
 
 class _AttemptOpts(NamedTuple):
     model: str
-    session_seed: int
-    pool: SandboxPool | None
+    sessions: _SessionCache
+    llm_slots: threading.Semaphore | None = None
 
 
 class _AgentState(TypedDict):
@@ -334,14 +341,127 @@ class _AgentState(TypedDict):
     turns: int
 
 
-def _env_tools(env: Environment, session: EnvSession) -> list[StructuredTool]:
-    """The env's tools with their exact JSON schemas; calls go through the session (which validates args)."""
-    lock = threading.Lock()
+class _SessionCache:
+    """Loaded sessions of the environments being verified, lent for one tool step (or one replay) at a time.
+
+    A lent session is first reset (fresh tools module, initial DB, reseeded `random`/`uuid4`: the same state as a
+    newly loaded one), so steps of many attempts share a few loaded sessions instead of loading — and statically
+    checking — the tools module for every step. At most `limit` sessions are open (the sandbox pool's size); an
+    idle session of another environment is closed to make room.
+    """
+
+    def __init__(self, pool: SandboxPool | None, seed: int, limit: int) -> None:
+        self._pool, self._seed, self._limit = pool, seed, limit
+        self._idle: dict[str, list[EnvSession]] = defaultdict(list)
+        self._open = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def lease(self, env: Environment) -> Iterator[EnvSession]:
+        session, fresh = self._take(env)
+        try:
+            if not fresh:
+                session.reset()
+            yield session
+        except BaseException:
+            self._discard(session)
+            raise
+        with self._cond:
+            self._idle[env.env_id].append(session)
+            self._cond.notify()
+
+    def _take(self, env: Environment) -> tuple[EnvSession, bool]:
+        evicted: EnvSession | None = None
+        with self._cond:
+            while True:
+                if mine := self._idle.get(env.env_id):
+                    return mine.pop(), False
+                if self._open < self._limit:
+                    self._open += 1
+                    break
+                if other := next((idle for idle in self._idle.values() if idle), None):
+                    evicted = other.pop(0)  # the open count stays: the new session takes its place
+                    break
+                self._cond.wait()
+        if evicted is not None:
+            evicted.close()
+        try:
+            return env.session(pool=self._pool, seed=self._seed), True
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    def _discard(self, session: EnvSession) -> None:
+        session.close()
+        with self._cond:
+            self._open -= 1
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            idle = [s for sessions in self._idle.values() for s in sessions]
+            self._idle.clear()
+            self._open -= len(idle)
+            self._cond.notify_all()
+        for session in idle:
+            session.close()
+
+
+class _AttemptEnv:
+    """One attempt's environment, holding a sandbox session only while a tool step runs.
+
+    Between steps the attempt is the list of calls it executed, in execution order. Each step leases a session
+    in its initial state, replays those calls — the tools module, its seeded `random`/`uuid4` and the DB end
+    exactly where the last step left them; a replayed output that differs is an environment fault — then runs the
+    step's new calls. So an LLM turn never holds a sandbox worker.
+    """
+
+    def __init__(self, env: Environment, sessions: _SessionCache) -> None:
+        self._env, self._sessions = env, sessions
+        self._log: list[tuple[str, dict[str, Any], str]] = []
+        self._session: EnvSession | None = None
+        self._lock = threading.Lock()
+        self._db_hash: str | None = None
+
+    @contextmanager
+    def step(self) -> Iterator[None]:
+        """Lease a session for one tool step, restored to the attempt's state."""
+        with self._sessions.lease(self._env) as session:
+            for index, (name, args, output) in enumerate(self._log):
+                if canonical_json(session.call(name, args)) != output:
+                    raise SandboxError(f"env {self._env.env_id} is not deterministic: replaying call {index} "
+                                       f"({name}) of the attempt gave a different output")  # fmt: skip
+            self._session = session
+            try:
+                yield
+            finally:
+                self._session = None
+            self._db_hash = session.db_hash()
+
+    def call(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:  # ToolNode runs one message's calls on threads: the log keeps their execution order
+            if self._session is None:
+                raise SandboxError("tool called outside a tool step")
+            output = self._session.call(name, args)
+            self._log.append((name, args, canonical_json(output)))
+            return output
+
+    def db_hash(self) -> str:
+        """The attempt's final DB hash (the initial DB's when no tool step ran)."""
+        if self._db_hash is None:
+            with self.step():
+                pass
+        return self._db_hash or ""
+
+
+def _env_tools(env: Environment, attempt_env: _AttemptEnv) -> list[StructuredTool]:
+    """The env's tools with their exact JSON schemas; calls go through the attempt's session (which validates)."""
 
     def make(name: str) -> StructuredTool:
         def call(**kwargs: Any) -> str:
-            with lock:
-                return json.dumps(session.call(name, kwargs), ensure_ascii=False, sort_keys=True)
+            return json.dumps(attempt_env.call(name, kwargs), ensure_ascii=False, sort_keys=True)
 
         return call
 
@@ -353,12 +473,15 @@ def _env_tools(env: Environment, session: EnvSession) -> list[StructuredTool]:
     ]
 
 
-def _invoke_with_retries(model: Any, messages: list[AnyMessage], cfg: TeacherConfig, rng: random.Random) -> Any:
-    """One model call; transient endpoint errors are retried with jittered exponential backoff."""
+def _invoke_with_retries(
+    model: Any, messages: list[AnyMessage], cfg: TeacherConfig, rng: random.Random, slots: threading.Semaphore | None
+) -> Any:
+    """One model call (holding one of the stage's LLM slots); transient errors are retried with jittered backoff."""
     attempt = 0
     while True:
         try:
-            return model.invoke(messages)
+            with slots or nullcontext():
+                return model.invoke(messages)
         except openai.APIError as exc:
             if not is_transient(exc) or attempt >= cfg.max_retries:
                 raise LLMError(f"teacher endpoint failed after {attempt} retries: {type(exc).__name__}: {exc}") from exc
@@ -370,11 +493,21 @@ def _invoke_with_retries(model: Any, messages: list[AnyMessage], cfg: TeacherCon
             time.sleep(delay)
 
 
-def _agent_graph(model: Any, tools: list[StructuredTool], cfg: TeacherConfig, rng: random.Random) -> Any:
-    """StateGraph: agent ⇄ tools (ToolNode), ending on a reply without tool calls or after max_turns."""
+def _agent_graph(
+    model: Any, tools: list[StructuredTool], attempt_env: _AttemptEnv, cfg: TeacherConfig, rng: random.Random,
+    slots: threading.Semaphore | None,
+) -> Any:  # fmt: skip
+    """StateGraph: agent ⇄ tools (ToolNode in a leased session), ending on a reply without tool calls or after
+    max_turns."""
+    tool_node = ToolNode(tools, handle_tool_errors=(ToolError,))
 
     def agent(state: _AgentState) -> dict[str, Any]:
-        return {"messages": [_invoke_with_retries(model, state["messages"], cfg, rng)], "turns": state["turns"] + 1}
+        reply = _invoke_with_retries(model, state["messages"], cfg, rng, slots)
+        return {"messages": [reply], "turns": state["turns"] + 1}
+
+    def run_tools(state: _AgentState) -> Any:
+        with attempt_env.step():
+            return tool_node.invoke(state)
 
     def route(state: _AgentState) -> str:
         last = state["messages"][-1]
@@ -383,7 +516,7 @@ def _agent_graph(model: Any, tools: list[StructuredTool], cfg: TeacherConfig, rn
 
     graph = StateGraph(_AgentState)
     graph.add_node("agent", agent)
-    graph.add_node("tools", ToolNode(tools, handle_tool_errors=(ToolError,)))
+    graph.add_node("tools", run_tools)
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", route, ["tools", END])
     graph.add_edge("tools", "agent")
@@ -439,18 +572,20 @@ def _run_attempt(
 ) -> AttemptScore:
     rng = random.Random(f"{cfg.seed}:{record.task_id}:{attempt}")
     messages = _task_messages(record.text, cfg)
-    with env.session(pool=opts.pool, seed=opts.session_seed) as session:
-        tools = _env_tools(env, session)
-        graph = _agent_graph(_chat_model(cfg, opts.model, attempt).bind_tools(tools), tools, cfg, rng)
-        try:
-            state = graph.invoke(
-                {"messages": messages, "turns": 0},
-                {"recursion_limit": 2 * cfg.max_turns + 4, "max_concurrency": 1},
-            )
-        except SandboxError as exc:
-            logger.info("teacher attempt %d on %s hit an env fault: %s", attempt, record.task_id, exc)
-            return score_attempt(record.trace, [], "", error=f"{type(exc).__name__}: {exc}")
-        return score_attempt(record.trace, _agent_turns(state["messages"], len(messages)), session.db_hash())
+    attempt_env = _AttemptEnv(env, opts.sessions)
+    tools = _env_tools(env, attempt_env)
+    model = _chat_model(cfg, opts.model, attempt).bind_tools(tools)
+    graph = _agent_graph(model, tools, attempt_env, cfg, rng, opts.llm_slots)
+    try:
+        state = graph.invoke(
+            {"messages": messages, "turns": 0},
+            {"recursion_limit": 2 * cfg.max_turns + 4, "max_concurrency": 1},
+        )
+        final_hash = attempt_env.db_hash()
+    except SandboxError as exc:
+        logger.info("teacher attempt %d on %s hit an env fault: %s", attempt, record.task_id, exc)
+        return score_attempt(record.trace, [], "", error=f"{type(exc).__name__}: {exc}")
+    return score_attempt(record.trace, _agent_turns(state["messages"], len(messages)), final_hash)
 
 
 def run_teacher(
@@ -476,14 +611,39 @@ def run_teacher(
     """
     if not cfg.enabled:
         return TeacherResult(status="not_run")
-    scores: list[AttemptScore] = []
+    outcomes: list[AttemptScore | LLMError] = []
+    sessions = _SessionCache(pool, session_seed, limit=1)
     try:
-        opts = _AttemptOpts(_resolve_model(cfg), session_seed, pool)
+        opts = _AttemptOpts(_resolve_model(cfg), sessions)
         for attempt in range(cfg.k):
-            scores.append(_run_attempt(record, env, cfg, attempt, opts))
+            outcomes.append(_attempt_outcome(record, env, cfg, attempt, opts))
+            if isinstance(outcomes[-1], LLMError):
+                break
     except LLMError as exc:
-        logger.warning("teacher error on %s: %s", record.task_id, exc)
-        return TeacherResult(status="teacher_error", attempts=tuple(scores), error=str(exc))
+        outcomes.append(exc)
+    finally:
+        sessions.close()
+    return _teacher_result(record, cfg, outcomes)
+
+
+def _attempt_outcome(
+    record: TaskRecord, env: Environment, cfg: TeacherConfig, attempt: int, opts: _AttemptOpts
+) -> AttemptScore | LLMError:
+    try:
+        return _run_attempt(record, env, cfg, attempt, opts)
+    except LLMError as exc:
+        return exc
+
+
+def _teacher_result(
+    record: TaskRecord, cfg: TeacherConfig, outcomes: Sequence[AttemptScore | LLMError]
+) -> TeacherResult:
+    """Pass@k over the attempts, or teacher_error when an attempt's endpoint failed for good."""
+    scores = [o for o in outcomes if isinstance(o, AttemptScore)]
+    errors = [o for o in outcomes if isinstance(o, LLMError)]
+    if errors:
+        logger.warning("teacher error on %s: %s", record.task_id, errors[0])
+        return TeacherResult(status="teacher_error", attempts=tuple(scores), error=str(errors[0]))
     solved = sum(s.trace_score == 1.0 for s in scores)
     return TeacherResult(
         status="passed" if solved else "failed",
@@ -552,14 +712,15 @@ def _drop(record: TaskRecord, reason: str, detail: str = "") -> QuarantineRecord
 
 
 def _cheap_checks(
-    record: TaskRecord, envs: Mapping[str, Environment], cfg: VerifyConfig, pool: SandboxPool | None
+    record: TaskRecord, envs: Mapping[str, Environment], cfg: VerifyConfig, sessions: _SessionCache
 ) -> TaskRecord | QuarantineRecord:
     """Replay and solvability; returns the updated record or its quarantine entry."""
     env = envs.get(record.env_id)
     if env is None:
         return _drop(record, "env_missing", record.env_id)
     try:
-        replay = replay_trace(record.trace, env, session_seed=cfg.session_seed, pool=pool)
+        with sessions.lease(env) as session:
+            replay = _replay_in(record.trace, session)
     except SandboxError as exc:
         return _drop(record, "replay_error", f"{type(exc).__name__}: {exc}")
     if not replay.ok:
@@ -589,36 +750,115 @@ def _apply_teacher(record: TaskRecord, result: TeacherResult) -> TaskRecord | Qu
     )
 
 
-def _select_env(
-    candidates: Sequence[TaskRecord],
-    env: Environment,
-    cfg: VerifyConfig,
-    *,
-    threads: ThreadPoolExecutor,
-    pool: SandboxPool | None,
-    quality: QualityConfig,
-) -> tuple[list[TaskRecord], list[QuarantineRecord]]:
-    """Walk the diversity order in waves, running the teacher only on as many tasks as the cap still needs.
-
-    Tasks the quality stage will keep (and multi-stage ones) come first, so the cap fills with them.
+class _Selection:
+    """One environment's walk down its diversity order in waves, running the teacher only on as many tasks as the
+    cap still needs. Tasks the quality stage will keep (and multi-stage ones) come first, so the cap fills with them.
     """
-    schemas = {s.name: s for s in env.schemas}
-    queue = diversity_order(candidates, lambda r: quality_tier(r, schemas, quality))
-    kept: list[TaskRecord] = []
-    dropped: list[QuarantineRecord] = []
-    while queue and len(kept) < cfg.max_tasks_per_env:
-        wave, queue = queue[: cfg.max_tasks_per_env - len(kept)], queue[cfg.max_tasks_per_env - len(kept) :]
-        results = list(
-            threads.map(lambda r: run_teacher(r, env, cfg.teacher, session_seed=cfg.session_seed, pool=pool), wave)
-        )
-        for record, result in zip(wave, results, strict=True):
-            outcome = _apply_teacher(record, result)
-            if isinstance(outcome, TaskRecord):
-                kept.append(outcome)
+
+    def __init__(self, env: Environment, candidates: Sequence[TaskRecord], cfg: VerifyConfig, quality: QualityConfig):
+        schemas = {s.name: s for s in env.schemas}
+        self.env, self.cap = env, cfg.max_tasks_per_env
+        self.queue = diversity_order(candidates, lambda r: quality_tier(r, schemas, quality))
+        self.kept: list[TaskRecord] = []
+        self.dropped: list[QuarantineRecord] = []
+        self.wave: list[TaskRecord] = []
+        self._results: dict[str, TeacherResult] = {}
+
+    def next_wave(self) -> list[TaskRecord]:
+        """The next tasks to try ([] once the cap is full or the queue empty: the rest is dropped as env_cap)."""
+        need = self.cap - len(self.kept)
+        self.wave, self.queue = (self.queue[:need], self.queue[need:]) if need > 0 else ([], self.queue)
+        self._results = {}
+        if not self.wave:
+            self.dropped += [_drop(r, "env_cap", f"over {self.cap} tasks for {r.env_id}") for r in self.queue]
+            self.queue = []
+        return self.wave
+
+    def settle(self, record: TaskRecord, result: TeacherResult) -> bool:
+        """Record one task's verdict; True when its wave is complete (and applied in wave order)."""
+        self._results[record.task_id] = result
+        if len(self._results) < len(self.wave):
+            return False
+        for task in self.wave:
+            outcome = _apply_teacher(task, self._results[task.task_id])
+            (self.kept if isinstance(outcome, TaskRecord) else self.dropped).append(outcome)  # type: ignore[arg-type]
+        return True
+
+
+class _TaskRun(NamedTuple):
+    selection: _Selection
+    record: TaskRecord
+    outcomes: list[AttemptScore | LLMError | None]
+    waiting: set[Future[AttemptScore | LLMError]]
+
+
+class _TeacherScheduler:
+    """Every attempt of every task of every environment is one job on a shared thread pool: LLM requests are in
+    flight up to `max_concurrency` (a semaphore held only around each model call), while sandbox sessions are
+    leased only for tool steps. An environment's next wave starts as soon as its previous wave is settled."""
+
+    def __init__(self, cfg: VerifyConfig, threads: ThreadPoolExecutor, sessions: _SessionCache) -> None:
+        self.cfg, self.threads = cfg, threads
+        self.pending: dict[Future[AttemptScore | LLMError], tuple[_TaskRun, int]] = {}
+        self.selections: list[_Selection] = []
+        self._opts: _AttemptOpts | None = None
+        self._model_error: LLMError | None = None
+        if cfg.teacher.enabled:
+            try:
+                model = _resolve_model(cfg.teacher)
+            except LLMError as exc:
+                self._model_error = exc
             else:
-                dropped.append(outcome)
-    dropped += [_drop(r, "env_cap", f"over {cfg.max_tasks_per_env} tasks for {r.env_id}") for r in queue]
-    return kept, dropped
+                slots = threading.BoundedSemaphore(cfg.teacher.max_concurrency)
+                self._opts = _AttemptOpts(model, sessions, slots)
+
+    def start(self, selection: _Selection) -> None:
+        self.selections.append(selection)
+        self._next_wave(selection)
+
+    def _next_wave(self, selection: _Selection) -> None:
+        while wave := selection.next_wave():
+            if self._opts is None:  # teacher not run (or its endpoint lists no model): every verdict is known now
+                error = self._model_error
+                result = TeacherResult(status="teacher_error", error=str(error)) if error else TeacherResult(
+                    status="not_run")  # fmt: skip
+                for record in wave:
+                    selection.settle(record, result)
+                continue
+            for record in sorted(wave, key=lambda r: -len(r.trace.stages)):  # longest first: a shorter tail
+                run = _TaskRun(selection, record, [None] * self.cfg.teacher.k, set())
+                for attempt in range(self.cfg.teacher.k):
+                    future = self.threads.submit(
+                        _attempt_outcome, record, selection.env, self.cfg.teacher, attempt, self._opts
+                    )
+                    run.waiting.add(future)
+                    self.pending[future] = (run, attempt)
+            return
+
+    def drain(self, *, block: bool) -> None:
+        """Take in finished attempts (waiting for at least one when `block`)."""
+        if not self.pending:
+            return
+        done, _ = wait(list(self.pending), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for future in done:
+            if future in self.pending:
+                self._finished(future)
+
+    def _finished(self, future: Future[AttemptScore | LLMError]) -> None:
+        run, attempt = self.pending.pop(future)
+        run.waiting.discard(future)
+        outcome = future.result()
+        run.outcomes[attempt] = outcome
+        if isinstance(outcome, LLMError):  # the task is given up: attempts not started yet are not sent
+            for sibling in list(run.waiting):
+                if sibling.cancel():
+                    run.waiting.discard(sibling)
+                    self.pending.pop(sibling, None)
+        if run.waiting:
+            return
+        result = _teacher_result(run.record, self.cfg.teacher, [o for o in run.outcomes if o is not None])
+        if run.selection.settle(run.record, result):
+            self._next_wave(run.selection)
 
 
 def verify_tasks(
@@ -644,6 +884,7 @@ def verify_tasks(
         teacher_failed, env_cap) and a balanced `StageReport`.
     """
     cfg = cfg or VerifyConfig()
+    quality = quality or QualityConfig()
     dropped: list[QuarantineRecord] = []
     by_env: dict[str, list[TaskRecord]] = defaultdict(list)
     seen: set[str] = set()
@@ -652,18 +893,26 @@ def verify_tasks(
             dropped.append(_drop(record, "duplicate"))
             continue
         seen.add(record.task_id)
-        checked = _cheap_checks(record, envs, cfg, pool)
-        if isinstance(checked, QuarantineRecord):
-            dropped.append(checked)
-        else:
-            by_env[record.env_id].append(checked)
-    kept: list[TaskRecord] = []
-    with ThreadPoolExecutor(max_workers=cfg.teacher.max_concurrency, thread_name_prefix="teacher") as threads:
-        for env_id in sorted(by_env):
-            env_kept, env_dropped = _select_env(by_env[env_id], envs[env_id], cfg, threads=threads, pool=pool,
-                                                quality=quality or QualityConfig())  # fmt: skip
-            kept += env_kept
-            dropped += env_dropped
+        by_env[record.env_id].append(record)
+    slack = pool.size if pool is not None else cfg.teacher.max_concurrency  # attempts in a tool step hold no slot
+    sessions = _SessionCache(pool, cfg.session_seed, limit=slack)
+    with (
+        contextlib.closing(sessions),
+        ThreadPoolExecutor(max_workers=cfg.teacher.max_concurrency + slack, thread_name_prefix="teacher") as threads,
+    ):
+        scheduler = _TeacherScheduler(cfg, threads, sessions)
+        for env_id in sorted(by_env):  # replay + solvability of one env, then its teacher runs behind the next env's
+            candidates: list[TaskRecord] = []
+            for record in by_env[env_id]:
+                checked = _cheap_checks(record, envs, cfg, sessions)
+                (dropped if isinstance(checked, QuarantineRecord) else candidates).append(checked)  # type: ignore[arg-type]
+            if candidates:
+                scheduler.start(_Selection(envs[env_id], candidates, cfg, quality))
+            scheduler.drain(block=False)
+        while scheduler.pending:
+            scheduler.drain(block=True)
+    kept = [r for s in scheduler.selections for r in s.kept]
+    dropped += [q for s in scheduler.selections for q in s.dropped]
     counts = Counter(q.reason for q in dropped)
     report = StageReport(stage=STAGE, inputs=len(records), produced=len(kept), dropped=dict(sorted(counts.items())))
     logger.info("verify: %d in, %d kept, dropped %s", len(records), len(kept), dict(counts))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gustforge.errors import SandboxViolation
 from gustforge.sandbox.policy import find_violations
 
@@ -24,6 +26,13 @@ def check_source(source: str) -> None:
         ...
         gustforge.errors.SandboxViolation: line 1: import of module 'os' is not allowed (allowed: ...)
     """
-    violations = find_violations(source)
+    violations = _violations(source)
     if violations:
         raise SandboxViolation("; ".join(violations))
+
+
+@lru_cache(maxsize=256)
+def _violations(source: str) -> tuple[str, ...]:
+    """`find_violations` is a pure function of the text: a module loaded again (per test run, mutant, tool step)
+    is not parsed again."""
+    return tuple(find_violations(source))

@@ -91,7 +91,7 @@ class TwinResponder:
         return {"collections": db}
 
     def _codegen(self, user: str) -> dict[str, Any]:
-        views = json.loads(_between(user, "Tool schemas:\n", "\n\nInitial database"))
+        views = json.loads(_between(user, "Tool schemas (each with its behaviour):\n", "\n\nInitial database"))
         tools = _tools(views, keep_responses=True)
         refactored = RefactoredToolset(toolset_id="twin", name="twin", tools=tools, name_map={})
         return {"code": codegen._offline(refactored, {}, None, ())}

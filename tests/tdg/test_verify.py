@@ -197,7 +197,7 @@ class TestTeacher:
 
     def test_failing_endpoint_is_teacher_error(self, env, records):
         with FakeOpenAIServer(fail_rate=1.0, fail_statuses=(503,)) as server:
-            cfg = VerifyConfig(teacher=_teacher(server, max_retries=2))
+            cfg = VerifyConfig(teacher=_teacher(server, max_retries=2, k=1))
             outcome = verify_tasks(records[:1], {"bank": env}, cfg)
             assert len(server.requests) == 3  # first try + 2 retries, then the task is given up
         assert outcome.kept == () and [q.reason for q in outcome.dropped] == ["teacher_error"]
@@ -330,3 +330,62 @@ def test_the_cap_fills_with_tasks_the_quality_stage_keeps(env, records):
     assert ordered[-1].task_id == "zz-leaky"
     capped = verify_tasks([leaked, records[0]], {"bank": env}, VerifyConfig(max_tasks_per_env=1))
     assert [r.task_id for r in capped.kept] == [records[0].task_id]
+
+
+TICKETS_SOURCE = """
+import uuid
+
+
+def open_ticket(db, title):
+    ticket_id = str(uuid.uuid4())[:8]
+    db.setdefault("tickets", {})[ticket_id] = {"title": title}
+    return {"status": "success", "message": "opened", "ticket_id": ticket_id}
+"""
+
+
+class TestSessionPerToolStep:
+    """The teacher holds a sandbox session only during a tool step; state between steps stays exact."""
+
+    def _env(self):
+        from data.models import ToolKind, ToolSchema
+        from envgen.runtime import Environment
+
+        schema = ToolSchema(name="open_ticket", raw_name="open_ticket", description="Open a ticket.",
+                            parameters={"type": "object", "properties": {"title": {"type": "string"}},
+                                        "required": ["title"]},
+                            response={"type": "object"}, kind=ToolKind.CREATE)  # fmt: skip
+        return Environment.from_parts("tickets", [schema], {"tickets": {}}, TICKETS_SOURCE)
+
+    def test_steps_on_shared_sessions_equal_one_continuous_session(self):
+        from tdg.verify import _AttemptEnv, _SessionCache
+
+        env = self._env()
+        with env.session(seed=3) as session:
+            continuous = [session.call("open_ticket", {"title": t}) for t in ("a", "b")]
+            continuous_hash = session.db_hash()
+        cache = _SessionCache(None, seed=3, limit=1)  # one session serves both attempts, step by step
+        try:
+            first, other = _AttemptEnv(env, cache), _AttemptEnv(env, cache)
+            outputs = []
+            for title in ("a", "b"):
+                with first.step():
+                    outputs.append(first.call("open_ticket", {"title": title}))
+                with other.step():  # another attempt on the same session in between
+                    other.call("open_ticket", {"title": "x" + title})
+            assert outputs == continuous  # seeded uuid4 continues across steps: the second id is not the first
+            assert outputs[0]["ticket_id"] != outputs[1]["ticket_id"]
+            assert first.db_hash() == continuous_hash
+            assert other.db_hash() != continuous_hash
+        finally:
+            cache.close()
+
+    def test_attempts_of_all_tasks_share_the_llm_slots(self, env, records):
+        def respond(request: dict) -> dict:
+            return GOOD_CREDIT[min(_agent_turn(request), 3)]
+
+        with FakeOpenAIServer(respond, delay_s=0.2) as server:
+            teacher = _teacher(server, k=4, max_concurrency=4)
+            outcome = verify_tasks(records, {"bank": env}, VerifyConfig(teacher=teacher))
+            # 2 tasks x 4 attempts in flight together, never more requests than max_concurrency
+            assert server.max_in_flight == 4
+        assert outcome.report.balanced and [r.trace.trace_id for r in outcome.kept] == ["credit"]
