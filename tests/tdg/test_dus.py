@@ -135,6 +135,20 @@ class TestCoverage:
         assert len(result.skeletons) == 1  # only one distinct skeleton exists; duplicates are not kept
         assert result.coverage == 1.0
 
+    def test_edgeless_graph_is_not_sampled_when_another_has_edges(self) -> None:
+        edged = nx.DiGraph([("a", "b"), ("b", "c"), ("a", "d")])
+        edgeless = nx.DiGraph()
+        edgeless.add_nodes_from("abcd")
+        result = sample_skeletons_for_coverage([edgeless, edged], env_id="e", min_skeletons=6, seed=3)
+        assert result.skeletons and {s.graph_index for s in result.skeletons} == {1}
+        assert all(len(s.stages) > 1 for s in result.skeletons)
+
+    def test_edgeless_only_environment_still_yields_skeletons(self) -> None:
+        edgeless = nx.DiGraph()
+        edgeless.add_nodes_from("abc")
+        result = sample_skeletons_for_coverage([edgeless], env_id="e", seed=0)
+        assert result.skeletons and all(len(s.stages) == 1 for s in result.skeletons)
+
     def test_empty_environment(self) -> None:
         result = sample_skeletons_for_coverage([], env_id="e")
         assert result.skeletons == () and result.coverage == 1.0
