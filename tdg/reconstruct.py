@@ -37,9 +37,9 @@ from data.models import (
     TraceCall,
     TraceStage,
 )
+from envgen.entities import EnvPlan, plan_environment
 from gustforge.errors import ReconstructionError, SandboxError
 from gustforge.hashing import canonical_json, short_hash
-from envgen.entities import EnvPlan, plan_environment
 from tdg.fields import (
     FieldRef,
     entity_of,
@@ -243,8 +243,11 @@ def _dependency_options(
             for opts in (by_evidence, by_name)
         )  # fmt: skip
     for options in (by_evidence, by_name):
-        fitting = [(p, v) for p, v in options
-                   if _valid(schema, v) and (allowed is not None or not _id_param(param) or repr(v) in live)]
+        fitting = [
+            (p, v)
+            for p, v in options
+            if _valid(schema, v) and (allowed is not None or not _id_param(param) or repr(v) in live)
+        ]
         if fitting:
             return [(p, v) for p, v in fitting if repr(v) in stored] or fitting
     return []
@@ -457,6 +460,11 @@ def _instantiate(
                     if criterion:
                         criteria[param] = criterion
             continue
+        if rule is not None:  # a create's own key: a record that does not exist yet
+            if required:
+                args[param] = _new_key(tool, param, schema, db, rule, rng)
+                context.append(param)
+            continue
         if prefer_anchor and anchor is not None and _valid(schema, anchor.get(param, _MISSING)):
             args[param] = anchor[param]  # a read that came back empty: search by a stored record instead
             context.append(param)
@@ -478,16 +486,25 @@ def _instantiate(
         value = _from_context(tool, param, schema, db, rng)
         if value is _MISSING:
             raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no valid value for {param}")
-        if rule is not None and _fold(value) in {_fold(k) for k in _stored_keys(db, rule.collection)}:
-            value = _fresh_id(_stored_keys(db, rule.collection), rng)  # a create's key names a new record
-            if not _valid(schema, value):
-                raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new key for {param}")
         args[param] = value
         context.append(param)
     errors = [e.message for e in Draft202012Validator(tool.parameters).iter_errors(args)]
     if errors:
         raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
     return args, dependency, tuple(context), criteria
+
+
+def _new_key(
+    tool: ToolSchema, param: str, schema: Mapping[str, Any], db: Mapping[str, Any], rule: KeyRule, rng: random.Random
+) -> Any:
+    """A key for the record a create makes: drawn like any context value, replaced by a fresh ID if it exists."""
+    stored = _stored_keys(db, rule.collection)
+    value = _from_context(tool, param, schema, db, rng)
+    if value is _MISSING or _fold(value) in {_fold(k) for k in stored}:
+        value = _fresh_id(stored, rng)
+    if not _valid(schema, value):
+        raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new key for {param}")
+    return value
 
 
 def _existing_key(
@@ -509,7 +526,8 @@ def _existing_key(
         return None
     listed = schema.get("type") == "array"
     item_schema = (schema.get("items") or {}) if listed else schema
-    fitting = [v for k in stored if (v := _key_value(k, item_schema)) is not _MISSING]
+    fitting = [v for k in stored if (v := _key_value(k, item_schema)) is not _MISSING
+               and not is_placeholder(v, _PLACEHOLDERS)]  # fmt: skip
     if not fitting:
         raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no stored {rule.collection} key fits {param}")
     if not listed:

@@ -176,8 +176,10 @@ def test_alternative_providers_of_one_argument_need_only_one():
     for src in ("get_order", "list_orders", "create_order"):
         _param_edge(dag, src, "ship_order", "order_id")
     _param_edge(dag, "get_carrier", "ship_order", "carrier_id")
-    assert requirements(dag, "ship_order") == [frozenset({"get_carrier"}), frozenset({"create_order", "get_order",
-                                                                                      "list_orders"})]
+    assert requirements(dag, "ship_order") == [
+        frozenset({"get_carrier"}),
+        frozenset({"create_order", "get_order", "list_orders"}),
+    ]
     for seed in range(20):
         skeleton = sample_skeleton(dag, max_parallel=1, max_stages=6, seed=seed)
         tools = [t for stage in skeleton.stages for t in stage]

@@ -211,8 +211,18 @@ class TestSoundTraces:
                     for arg, source in call.dependency_args.items():
                         tool, path = source.split(".", 1)
                         picked = list_pick(outputs[tool], path)
-                        distinct = picked and len({canonical_json(_value_at(e, path.rsplit("].", 1)[-1]))
-                                                    if "]." in path else canonical_json(e) for e in picked[1]}) > 1
+                        distinct = (
+                            picked
+                            and len(
+                                {
+                                    canonical_json(_value_at(e, path.rsplit("].", 1)[-1]))
+                                    if "]." in path
+                                    else canonical_json(e)
+                                    for e in picked[1]
+                                }
+                            )
+                            > 1
+                        )
                         if distinct:
                             picks += 1
                             assert call.pick_criteria.get(arg, "").startswith(("field=", "position=first"))
