@@ -404,6 +404,7 @@ def _instantiate(
     tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any], order: Sequence[str],
     db: Mapping[str, Any], rng: random.Random, *, explore: bool = False, prefer_anchor: bool = False,
     keys: Mapping[str, KeyRule] | None = None, terminal: set[str] = frozenset(),  # type: ignore[assignment]
+    initial: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...], dict[str, str]]:  # fmt: skip
     """Arguments of one call: (args, dependency sources, context arguments, pick criteria).
 
@@ -450,7 +451,7 @@ def _instantiate(
             rule = None  # the DB keeps no such collection: the plan does not describe this env's data
         if rule is not None and rule.exists:
             drawn = _existing_key(tool, param, schema, required, rule, dag, outputs, order, db, live, rng,
-                                  explore=explore, terminal=terminal)  # fmt: skip
+                                  explore=explore, terminal=terminal, initial=initial)  # fmt: skip
             if drawn is not None:
                 source, args[param], criterion = drawn
                 if source is None:
@@ -510,20 +511,26 @@ def _new_key(
 def _existing_key(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], required: bool, rule: KeyRule, dag: nx.DiGraph,
     outputs: Mapping[str, Any], order: Sequence[str], db: Mapping[str, Any], live: set[str], rng: random.Random,
-    *, explore: bool, terminal: set[str],
+    *, explore: bool, terminal: set[str], initial: Mapping[str, Any] | None = None,
 ) -> tuple[str | None, Any, str | None] | None:  # fmt: skip
     """(dependency source or None, value, pick criterion) for a parameter naming a stored record of
-    `rule.collection`; None when an optional one has no dependency. A list-typed key gets existing keys."""
+    `rule.collection`; None when an optional one has no dependency. A list-typed key gets existing keys; a key
+    not taken from a dependency is one the `initial` DB already holds (a user can state it)."""
     stored = _stored_keys(db, rule.collection)
     if tool.kind is not ToolKind.READ:  # a write never acts on a record an earlier call ended
         stored = [k for k in stored if not {repr(k), repr(_key_value(k, {"type": "integer"}))} & terminal]
     allowed = {_fold(k) for k in stored}
-    found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore,
-                               stored=set(), allowed=allowed)  # fmt: skip
+    found = None
+    if not (explore and rng.random() < 0.5):  # a retry after a tool error may name another stored record
+        found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore,
+                                   stored=set(), allowed=allowed)  # fmt: skip
     if found is not None:
         return found
     if not required:
         return None
+    if initial is not None:
+        known = {_fold(k) for k in _stored_keys(initial, rule.collection)}
+        stored = [k for k in stored if _fold(k) in known]
     listed = schema.get("type") == "array"
     item_schema = (schema.get("items") or {}) if listed else schema
     fitting = [v for k in stored if (v := _key_value(k, item_schema)) is not _MISSING
@@ -582,7 +589,7 @@ def _empty_result(output: Mapping[str, Any]) -> bool:
 def _run_call(
     session: EnvSessionLike, tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any],
     order: Sequence[str], rng: random.Random, tries: int, terminal: set[str],
-    keys: Mapping[str, KeyRule] | None = None,
+    keys: Mapping[str, KeyRule] | None = None, initial: Mapping[str, Any] | None = None,
 ) -> tuple[TraceCall, bool]:  # fmt: skip
     """Instantiate and run one call; on a tool error (or an empty search result) restore the DB and re-draw the
     arguments (`tries` in all). A read that stays empty after every draw is kept as it is.
@@ -601,7 +608,7 @@ def _run_call(
     for draw in range(4 * tries):  # duplicate draws do not count as tries
         args, dependency, context, criteria = _instantiate(tool, dag, outputs, order, db, rng, explore=draw > 0,
                                                            prefer_anchor=message == "empty result", keys=keys,
-                                                           terminal=terminal)  # fmt: skip
+                                                           terminal=terminal, initial=initial)  # fmt: skip
         key = canonical_json(args)
         if key in tried:
             continue
@@ -650,13 +657,14 @@ def _run_stages(
     stages: list[TraceStage] = []
     retried = False
     terminal: set[str] = set()
+    initial = session.db()
     for stage in skeleton.stages:
         before = session.db_hash()
         calls: list[TraceCall] = []
         for name in stage:
             start = session.db_hash() if calls else before
             call, again = _run_call(session, schemas[name], dag, outputs, order, rng, tries, terminal,
-                                    (keys or {}).get(name))  # fmt: skip
+                                    (keys or {}).get(name), initial)  # fmt: skip
             if any(calls_conflict(call, other, schemas) for other in calls):
                 stages.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=start))
                 before, calls = start, []
