@@ -195,8 +195,10 @@ def sample_skeletons_for_coverage(
 ) -> CoverageResult:
     """Sample DUS skeletons over an environment's DAGs until its tools are covered (App. B.3).
 
-    Round-robin over `dags`; each skeleton is biased toward tools no earlier skeleton used. Duplicate skeletons
-    (same graph and stages) are skipped and count as attempts without progress.
+    Round-robin over `dags` that have edges (an edgeless graph only yields single-stage skeletons of unrelated
+    calls, so it is sampled only when no graph of the env has an edge); each skeleton is biased toward tools no
+    earlier skeleton used. Duplicate skeletons (same graph and stages) are skipped and count as attempts without
+    progress.
 
     Args:
         dags: The environment's sanitized TDGs (``graph_index`` taken from each graph, else its position).
@@ -214,17 +216,17 @@ def sample_skeletons_for_coverage(
         `CoverageResult` for `env_id`.
     """
     nodes = {n for dag in dags for n in dag.nodes}
+    indexed = [(i, dag) for i, dag in enumerate(dags) if dag.number_of_edges() > 0] or list(enumerate(dags))
     rng = random.Random(seed)
     skeletons: list[Skeleton] = []
     seen: set[tuple[int, tuple[tuple[str, ...], ...]]] = set()
     covered: set[str] = set()
     stale, attempt = 0, 0
-    while dags and len(skeletons) < max_skeletons and stale < patience:
+    while indexed and len(skeletons) < max_skeletons and stale < patience:
         reached = len(covered) / len(nodes) >= target_coverage if nodes else True
         if reached and len(skeletons) >= min_skeletons:
             break
-        index = attempt % len(dags)
-        dag = dags[index]
+        index, dag = indexed[attempt % len(indexed)]
         attempt += 1
         skeleton = sample_skeleton(dag, max_parallel=max_parallel, max_stages=max_stages,
                                    seed=rng.randrange(2**31), weights=coverage_weights(dag, covered),

@@ -37,6 +37,7 @@ from data.models import (
     TraceCall,
     TraceStage,
 )
+from envgen.entities import EnvPlan, plan_environment
 from gustforge.errors import ReconstructionError, SandboxError
 from gustforge.hashing import canonical_json, short_hash
 from tdg.fields import (
@@ -69,6 +70,9 @@ __all__ = [
     "ReconstructionResult",
     "reconstruct_trace",
     "reconstruct_all",
+    "KeyRule",
+    "key_rules",
+    "env_key_rules",
     "trace_id_for",
 ]
 
@@ -150,6 +154,57 @@ def _valid(schema: Mapping[str, Any], value: Any) -> bool:
     return bool(Draft202012Validator(dict(schema)).is_valid(value))
 
 
+class KeyRule(NamedTuple):
+    """A parameter that names a record of `collection` by its key: an existing one, or (a create's id) a new one."""
+
+    collection: str
+    exists: bool = True
+
+
+KeyRules = Mapping[str, Mapping[str, KeyRule]]  # tool -> parameter -> rule
+
+
+def key_rules(plan: EnvPlan) -> dict[str, dict[str, KeyRule]]:
+    """Which parameters of each tool name a record, and in which collection (from the env's execution plan)."""
+    rules: dict[str, dict[str, KeyRule]] = {}
+    for tool in plan.tools:
+        found: dict[str, KeyRule] = {}
+        if tool.id_param and tool.entity:
+            found[tool.id_param] = KeyRule(tool.entity, tool.kind is not ToolKind.CREATE)
+        for param, collection in tool.ref_params.items():
+            found.setdefault(param, KeyRule(collection))
+        target = tool.options.get("to") if tool.template in ("transfer", "payment") else None
+        if isinstance(target, str) and tool.entity:
+            found.setdefault(target, KeyRule(tool.entity))
+        if found:
+            rules[tool.name] = found
+    return rules
+
+
+def env_key_rules(env: EnvironmentLike) -> dict[str, dict[str, KeyRule]]:
+    """`key_rules` of the plan the env's code was generated from (its schemas and log-only tools)."""
+    manifest = getattr(env, "manifest", None)
+    log_only = tuple(getattr(manifest, "log_only_tools", ()) or ())
+    return key_rules(plan_environment(list(env.schemas), log_only))
+
+
+def _stored_keys(db: Mapping[str, Any], collection: str) -> list[str]:
+    records = db.get(collection)
+    return sorted(str(k) for k in records) if isinstance(records, Mapping) else []
+
+
+def _key_value(key: str, schema: Mapping[str, Any]) -> Any:
+    """`key` typed as the parameter (or its items) expects; `_MISSING` when it does not fit."""
+    for value in (key, int(key) if key.lstrip("-").isdigit() else _MISSING):
+        if value is not _MISSING and _valid(schema, value):
+            return value
+    return _MISSING
+
+
+def _fold(value: Any) -> str:
+    return str(value).strip().lower()
+
+
 def _scalar_values(db: Any) -> set[str]:
     return {repr(v) for _, v in _leaves(db)}
 
@@ -162,11 +217,13 @@ def _pick(rng: random.Random, options: list[tuple[str, Any]]) -> tuple[str, Any]
 def _dependency_options(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, pred: str, output: Any,
     live: set[str], stored: set[str] = frozenset(),  # type: ignore[assignment]
+    allowed: set[str] | None = None,
 ) -> list[tuple[str, Any]]:  # fmt: skip
     """Values predecessor `pred`'s output offers for `param`: by edge evidence, else by name/ID matching.
 
     `stored` holds the values a read tool's own collection keeps under `param`; offers among them come first, so
-    a read fed by a dependency finds something.
+    a read fed by a dependency finds something. `allowed` (folded keys of stored records) restricts a key
+    parameter to records that exist; a list-typed key takes a single offered key as a one-element list.
     """
     by_evidence = [
         (path, value)
@@ -178,8 +235,19 @@ def _dependency_options(
               if not (ref.parent is None and ref.leaf in _STRUCTURAL)]  # fmt: skip
     best = max((sc for sc, _, _ in scored), default=0.0)
     by_name = [(path, v) for sc, path, v in scored if sc == best and best > 0]
+    if allowed is not None:
+        listed = schema.get("type") == "array"
+        by_evidence, by_name = (
+            [(p, [v] if listed and not isinstance(v, list) else v) for p, v in opts
+             if all(_fold(x) in allowed for x in (v if isinstance(v, list) else [v]))]
+            for opts in (by_evidence, by_name)
+        )  # fmt: skip
     for options in (by_evidence, by_name):
-        fitting = [(p, v) for p, v in options if _valid(schema, v) and (not _id_param(param) or repr(v) in live)]
+        fitting = [
+            (p, v)
+            for p, v in options
+            if _valid(schema, v) and (allowed is not None or not _id_param(param) or repr(v) in live)
+        ]
         if fitting:
             return [(p, v) for p, v in fitting if repr(v) in stored] or fitting
     return []
@@ -189,6 +257,7 @@ def _from_dependencies(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, outputs: Mapping[str, Any],
     order: Sequence[str], live: set[str], rng: random.Random, *, explore: bool,
     stored: set[str] = frozenset(),  # type: ignore[assignment]
+    allowed: set[str] | None = None,
 ) -> tuple[str, Any, str | None] | None:  # fmt: skip
     """(source 'tool.path', value, pick criterion) for `param` from an executed predecessor along a TDG edge.
 
@@ -198,7 +267,7 @@ def _from_dependencies(
     """
     offers = []
     for pred in (t for t in reversed(order) if dag.has_edge(t, tool.name)):
-        options = _dependency_options(tool, param, schema, dag, pred, outputs[pred], live, stored)
+        options = _dependency_options(tool, param, schema, dag, pred, outputs[pred], live, stored, allowed)
         if options:
             offers.append((pred, options))
     if not offers:
@@ -334,20 +403,27 @@ def _from_context(
 def _instantiate(
     tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any], order: Sequence[str],
     db: Mapping[str, Any], rng: random.Random, *, explore: bool = False, prefer_anchor: bool = False,
+    keys: Mapping[str, KeyRule] | None = None, terminal: set[str] = frozenset(),  # type: ignore[assignment]
+    initial: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str], tuple[str, ...], dict[str, str]]:  # fmt: skip
     """Arguments of one call: (args, dependency sources, context arguments, pick criteria).
 
     Identifier arguments come first (dependencies, else the DB); an update's other fields then get a new valid
     value that differs from the record's current one (at least one field changes), never a copy of it.
+    A parameter `keys` marks as naming a stored record takes a key that exists in the live DB (from a
+    dependency when one offers such a key, else drawn from the collection; a write never names a record in
+    `terminal`); a create's own key is never one that exists.
     """
+    keys = keys or {}
     args: dict[str, Any] = {}
     dependency: dict[str, str] = {}
     context: list[str] = []
     criteria: dict[str, str] = {}
     live = _scalar_values(db)
-    specs = sorted(param_specs(tool.parameters).items(), key=lambda kv: (not _id_param(kv[0]), kv[0]))
+    specs = sorted(param_specs(tool.parameters).items(),
+                   key=lambda kv: (not (_id_param(kv[0]) or kv[0] in keys), kv[0]))  # fmt: skip
     changing = tool.kind is ToolKind.UPDATE
-    fields = [p for p, _ in specs if changing and not _id_param(p)]
+    fields = [p for p, _ in specs if changing and not _id_param(p) and p not in keys]
     optional_fields = [p for p, (_, required) in specs if p in fields and not required]
     chosen = set(rng.sample(optional_fields, k=min(len(optional_fields), 1 + int(rng.random() < 0.3))))
     anchor = _anchor_record(tool, db, rng) if tool.kind is ToolKind.READ else None
@@ -369,6 +445,26 @@ def _instantiate(
                 raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new valid value for {param}")
             args[param] = value
             context.append(param)
+            continue
+        rule = keys.get(param)
+        if rule is not None and not isinstance(db.get(rule.collection), Mapping):
+            rule = None  # the DB keeps no such collection: the plan does not describe this env's data
+        if rule is not None and rule.exists:
+            drawn = _existing_key(tool, param, schema, required, rule, dag, outputs, order, db, live, rng,
+                                  explore=explore, terminal=terminal, initial=initial)  # fmt: skip
+            if drawn is not None:
+                source, args[param], criterion = drawn
+                if source is None:
+                    context.append(param)
+                else:
+                    dependency[param] = source
+                    if criterion:
+                        criteria[param] = criterion
+            continue
+        if rule is not None:  # a create's own key: a record that does not exist yet
+            if required:
+                args[param] = _new_key(tool, param, schema, db, rule, rng)
+                context.append(param)
             continue
         if prefer_anchor and anchor is not None and _valid(schema, anchor.get(param, _MISSING)):
             args[param] = anchor[param]  # a read that came back empty: search by a stored record instead
@@ -397,6 +493,57 @@ def _instantiate(
     if errors:
         raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
     return args, dependency, tuple(context), criteria
+
+
+def _new_key(
+    tool: ToolSchema, param: str, schema: Mapping[str, Any], db: Mapping[str, Any], rule: KeyRule, rng: random.Random
+) -> Any:
+    """A key for the record a create makes: drawn like any context value, replaced by a fresh ID if it exists."""
+    stored = _stored_keys(db, rule.collection)
+    value = _from_context(tool, param, schema, db, rng)
+    if value is _MISSING or _fold(value) in {_fold(k) for k in stored}:
+        value = _fresh_id(stored, rng)
+    if not _valid(schema, value):
+        raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new key for {param}")
+    return value
+
+
+def _existing_key(
+    tool: ToolSchema, param: str, schema: Mapping[str, Any], required: bool, rule: KeyRule, dag: nx.DiGraph,
+    outputs: Mapping[str, Any], order: Sequence[str], db: Mapping[str, Any], live: set[str], rng: random.Random,
+    *, explore: bool, terminal: set[str], initial: Mapping[str, Any] | None = None,
+) -> tuple[str | None, Any, str | None] | None:  # fmt: skip
+    """(dependency source or None, value, pick criterion) for a parameter naming a stored record of
+    `rule.collection`; None when an optional one has no dependency. A list-typed key gets existing keys; a key
+    not taken from a dependency is one the `initial` DB already holds (a user can state it)."""
+    stored = _stored_keys(db, rule.collection)
+    if tool.kind is not ToolKind.READ:  # a write never acts on a record an earlier call ended
+        stored = [k for k in stored if not {repr(k), repr(_key_value(k, {"type": "integer"}))} & terminal]
+    allowed = {_fold(k) for k in stored}
+    found = None
+    if not (explore and rng.random() < 0.5):  # a retry after a tool error may name another stored record
+        found = _from_dependencies(tool, param, schema, dag, outputs, order, live, rng, explore=explore,
+                                   stored=set(), allowed=allowed)  # fmt: skip
+    if found is not None:
+        return found
+    if not required:
+        return None
+    if initial is not None:
+        known = {_fold(k) for k in _stored_keys(initial, rule.collection)}
+        stored = [k for k in stored if _fold(k) in known]
+    listed = schema.get("type") == "array"
+    item_schema = (schema.get("items") or {}) if listed else schema
+    fitting = [v for k in stored if (v := _key_value(k, item_schema)) is not _MISSING
+               and not is_placeholder(v, _PLACEHOLDERS)]  # fmt: skip
+    if not fitting:
+        raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no stored {rule.collection} key fits {param}")
+    if not listed:
+        return None, rng.choice(fitting), None
+    count = max(1, int(schema.get("minItems", 1)) + int(rng.random() < 0.3))
+    value = rng.sample(fitting, k=min(len(fitting), count))
+    if not _valid(schema, value):
+        raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no list of stored {rule.collection} keys fits {param}")
+    return None, value, None
 
 
 def _stored_values(db: Mapping[str, Any], collection: str | None, field: str) -> set[str]:
@@ -442,6 +589,7 @@ def _empty_result(output: Mapping[str, Any]) -> bool:
 def _run_call(
     session: EnvSessionLike, tool: ToolSchema, dag: nx.DiGraph, outputs: Mapping[str, Any],
     order: Sequence[str], rng: random.Random, tries: int, terminal: set[str],
+    keys: Mapping[str, KeyRule] | None = None, initial: Mapping[str, Any] | None = None,
 ) -> tuple[TraceCall, bool]:  # fmt: skip
     """Instantiate and run one call; on a tool error (or an empty search result) restore the DB and re-draw the
     arguments (`tries` in all). A read that stays empty after every draw is kept as it is.
@@ -459,7 +607,8 @@ def _run_call(
     fallback: tuple[TraceCall, bool] | None = None
     for draw in range(4 * tries):  # duplicate draws do not count as tries
         args, dependency, context, criteria = _instantiate(tool, dag, outputs, order, db, rng, explore=draw > 0,
-                                                           prefer_anchor=message == "empty result")  # fmt: skip
+                                                           prefer_anchor=message == "empty result", keys=keys,
+                                                           terminal=terminal, initial=initial)  # fmt: skip
         key = canonical_json(args)
         if key in tried:
             continue
@@ -499,7 +648,7 @@ def _run_call(
 
 def _run_stages(
     session: EnvSessionLike, schemas: Mapping[str, ToolSchema], dag: nx.DiGraph, skeleton: Skeleton,
-    rng: random.Random, tries: int,
+    rng: random.Random, tries: int, keys: KeyRules | None = None,
 ) -> tuple[list[TraceStage], bool]:  # fmt: skip
     """Run the skeleton's stages; a call that would share a parallel stage with a write on the same record
     (or be a write next to another call on it) opens a new stage, so parallel stages never conflict."""
@@ -508,12 +657,14 @@ def _run_stages(
     stages: list[TraceStage] = []
     retried = False
     terminal: set[str] = set()
+    initial = session.db()
     for stage in skeleton.stages:
         before = session.db_hash()
         calls: list[TraceCall] = []
         for name in stage:
             start = session.db_hash() if calls else before
-            call, again = _run_call(session, schemas[name], dag, outputs, order, rng, tries, terminal)
+            call, again = _run_call(session, schemas[name], dag, outputs, order, rng, tries, terminal,
+                                    (keys or {}).get(name), initial)  # fmt: skip
             if any(calls_conflict(call, other, schemas) for other in calls):
                 stages.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=start))
                 before, calls = start, []
@@ -562,6 +713,7 @@ def reconstruct_trace(
     seed: int = 0,
     tries: int = 6,
     session: EnvSessionLike | None = None,
+    keys: KeyRules | None = None,
 ) -> GoldenTrace:
     """Ground `skeleton` into an executable golden trace on a live copy of `env`'s DB.
 
@@ -572,6 +724,7 @@ def reconstruct_trace(
         seed: Seeds every context-value choice.
         tries: Argument draws per call; after a tool error the DB is restored and the arguments re-drawn.
         session: An open session to reuse (it is reset first); a new one is opened and closed when None.
+        keys: Which parameters name stored records (`key_rules`); derived from the env's plan when None.
 
     Returns:
         The golden trace; ``trace_id`` is a content hash, ``edges_used`` are the DAG edges among its tools.
@@ -585,11 +738,12 @@ def reconstruct_trace(
     schemas = {s.name: s for s in env.schemas}
     _check_skeleton(skeleton, schemas, dag)
     rng = random.Random(seed)
+    keys = env_key_rules(env) if keys is None else keys
     context: AbstractContextManager[EnvSessionLike] = nullcontext(session) if session is not None else env.session()
     with context as live:
         live.reset()
         initial = live.db_hash()
-        stages, retried = _run_stages(live, schemas, dag, skeleton, rng, tries)
+        stages, retried = _run_stages(live, schemas, dag, skeleton, rng, tries, keys)
         # A failed draw may have consumed the tools' seeded RNG; make sure a clean replay gives the same trace.
         if retried and not _replays(live, stages):
             raise SkeletonFailed("nondeterministic_replay", "the trace differs when replayed on a fresh session")
@@ -635,6 +789,7 @@ def reconstruct_all(
     traces: list[GoldenTrace] = []
     quarantine: list[QuarantineRecord] = []
     seen: set[str] = set()
+    keys = env_key_rules(env)
     with env.session() as session:
         for i, skeleton in enumerate(skeletons):
             item_id = f"{env.env_id}/skeleton-{i}"
@@ -643,7 +798,7 @@ def reconstruct_all(
                     raise SkeletonFailed("unknown_graph", f"graph_index {skeleton.graph_index}")
                 dag = dags[skeleton.graph_index]
                 trace = reconstruct_trace(
-                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session
+                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session, keys=keys
                 )
             except SkeletonFailed as exc:
                 quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=exc.reason, detail=exc.detail))

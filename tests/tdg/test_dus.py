@@ -135,6 +135,20 @@ class TestCoverage:
         assert len(result.skeletons) == 1  # only one distinct skeleton exists; duplicates are not kept
         assert result.coverage == 1.0
 
+    def test_edgeless_graph_is_not_sampled_when_another_has_edges(self) -> None:
+        edged = nx.DiGraph([("a", "b"), ("b", "c"), ("a", "d")])
+        edgeless = nx.DiGraph()
+        edgeless.add_nodes_from("abcd")
+        result = sample_skeletons_for_coverage([edgeless, edged], env_id="e", min_skeletons=6, seed=3)
+        assert result.skeletons and {s.graph_index for s in result.skeletons} == {1}
+        assert all(len(s.stages) > 1 for s in result.skeletons)
+
+    def test_edgeless_only_environment_still_yields_skeletons(self) -> None:
+        edgeless = nx.DiGraph()
+        edgeless.add_nodes_from("abc")
+        result = sample_skeletons_for_coverage([edgeless], env_id="e", seed=0)
+        assert result.skeletons and all(len(s.stages) == 1 for s in result.skeletons)
+
     def test_empty_environment(self) -> None:
         result = sample_skeletons_for_coverage([], env_id="e")
         assert result.skeletons == () and result.coverage == 1.0
@@ -162,8 +176,10 @@ def test_alternative_providers_of_one_argument_need_only_one():
     for src in ("get_order", "list_orders", "create_order"):
         _param_edge(dag, src, "ship_order", "order_id")
     _param_edge(dag, "get_carrier", "ship_order", "carrier_id")
-    assert requirements(dag, "ship_order") == [frozenset({"get_carrier"}), frozenset({"create_order", "get_order",
-                                                                                      "list_orders"})]
+    assert requirements(dag, "ship_order") == [
+        frozenset({"get_carrier"}),
+        frozenset({"create_order", "get_order", "list_orders"}),
+    ]
     for seed in range(20):
         skeleton = sample_skeleton(dag, max_parallel=1, max_stages=6, seed=seed)
         tools = [t for stage in skeleton.stages for t in stage]

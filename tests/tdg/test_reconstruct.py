@@ -211,8 +211,18 @@ class TestSoundTraces:
                     for arg, source in call.dependency_args.items():
                         tool, path = source.split(".", 1)
                         picked = list_pick(outputs[tool], path)
-                        distinct = picked and len({canonical_json(_value_at(e, path.rsplit("].", 1)[-1]))
-                                                    if "]." in path else canonical_json(e) for e in picked[1]}) > 1
+                        distinct = (
+                            picked
+                            and len(
+                                {
+                                    canonical_json(_value_at(e, path.rsplit("].", 1)[-1]))
+                                    if "]." in path
+                                    else canonical_json(e)
+                                    for e in picked[1]
+                                }
+                            )
+                            > 1
+                        )
                         if distinct:
                             picks += 1
                             assert call.pick_criteria.get(arg, "").startswith(("field=", "position=first"))
@@ -234,3 +244,54 @@ class TestSoundTraces:
             names = [c.name for s in trace.stages for c in s.calls]
             if "delete_order" in names:  # a terminal tool is the finale, alone in the last stage
                 assert trace.stages[-1].calls[0].name == "delete_order" and len(trace.stages[-1].calls) == 1
+
+
+class TestKeysFromTheLiveDB:
+    """Lookups and get-by-id calls of real Toucan servers name records that exist (plan-driven key draws)."""
+
+    @pytest.fixture(scope="class")
+    def built(self, corpora_dir) -> dict[str, Any]:
+        from envgen.build import build_environment
+        from envgen.config import EnvGenConfig
+        from envgen.ingest import read_toolsets
+        from gustforge.sandbox import SandboxPool
+
+        cfg = EnvGenConfig(sandbox_cpu_seconds=2, sandbox_memory_mb=256, sandbox_wall_seconds=5)
+        path = corpora_dir / "toucan" / "toucan_mcp_servers.remote_valid.jsonl"
+        wanted = {"Yahoo Finance Data Server", "AI Research Assistant - Semantic Scholar"}
+        toolsets = [t for t in read_toolsets(path, cfg=cfg).toolsets if t.name in wanted]
+        assert {t.name for t in toolsets} == wanted
+        runs = {}
+        with SandboxPool(size=1) as pool:
+            for toolset in toolsets:
+                a = build_environment(toolset, cfg, sandbox_pool=pool).artifacts
+                assert a is not None
+                env = Environment.from_parts(a.env_id, a.schemas, a.db, a.tools_source, a.manifest)
+                dags = _dags(env)
+                skeletons = sample_skeletons_for_coverage(dags, env_id=env.env_id, min_skeletons=8,
+                                                          max_skeletons=10, seed=1).skeletons  # fmt: skip
+                runs[toolset.name] = (env, reconstruct_all(env, dags, skeletons, seed=2))
+        return runs
+
+    def test_lookups_never_fail_on_made_up_keys(self, built) -> None:
+        for name, (_, result) in built.items():
+            assert result.traces, name
+            assert not [q for q in result.quarantine if q.reason.startswith("tool_error")], name
+
+    def test_key_arguments_name_stored_records(self, built) -> None:
+        from tdg.reconstruct import env_key_rules
+
+        checked = 0
+        for env, result in built.values():
+            rules = env_key_rules(env)
+            for trace in result.traces:
+                for stage in trace.stages:
+                    for call in stage.calls:
+                        for param, rule in rules.get(call.name, {}).items():
+                            if rule.exists and param in call.arguments:
+                                value = call.arguments[param]
+                                keys = {str(k).lower() for k in env.initial_db.get(rule.collection, {})}
+                                assert {str(v).lower() for v in (value if isinstance(value, list) else [value])} <= keys
+                                assert call.output.get("status") != "error"
+                                checked += 1
+        assert checked >= 10
