@@ -86,6 +86,7 @@ Usage = dict[str, dict[str, int]]
 POLICY_REASONS: frozenset[str] = frozenset({
     "too_few_tools", "too_many_tools", "duplicate_of", "duplicate", "env_cap", "teacher_failed", "unsolvable",
     "mostly_echo", "weak_tests",  # envgen quality gates (issue 9)
+    "too_many_required_params",  # the paper's parameter cap (envgen.max_params)
 })  # fmt: skip
 # The quality stage's drops are deliberate filtering too (tdg.quality.DROP_REASONS + OPTIONAL_DROP_REASONS).
 QUALITY_REASONS: frozenset[str] = frozenset({
