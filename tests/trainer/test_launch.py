@@ -5,29 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from flows.cli_train import app
 from gustforge.errors import ConfigError
+from tests.trainer.train_cli import gust_with_train
 from trainer.launch import ALGOS, DEFAULT_DATA, compose_config, launch, validate_training_config
-
-
-def _gust() -> typer.Typer:
-    root = typer.Typer()
-    root.add_typer(app, name="train")
-
-    @root.command()
-    def version() -> None:  # a second command, as in the real `gust` app
-        pass
-
-    return root
 
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_dry_run_prints_and_validates_every_algo(algo: str, tmp_path: Path) -> None:
     args = ["train", "--algo", algo, "--dry-run", "--run-dir", str(tmp_path), "trainer.nnodes=2"]
-    result = CliRunner().invoke(_gust(), args)
+    result = CliRunner().invoke(gust_with_train(), args)
     assert result.exit_code == 0, result.output
     assert f"adv_estimator: {algo}" in result.output
     assert "nnodes: 2" in result.output
@@ -134,7 +122,7 @@ def test_unknown_algo_and_bad_override() -> None:
         compose_config("ppo")
     with pytest.raises(ConfigError):
         compose_config("slca", overrides=["not_a_key.at_all=1"])
-    result = CliRunner().invoke(_gust(), ["train", "--algo", "ppo", "--dry-run"])
+    result = CliRunner().invoke(gust_with_train(), ["train", "--algo", "ppo", "--dry-run"])
     assert result.exit_code == 2 and "unknown algo" in result.output
 
 

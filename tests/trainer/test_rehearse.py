@@ -10,31 +10,20 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from flows.cli_train import app
+from tests.trainer.train_cli import gust_with_train
 from trainer.launch import ALGOS
 from trainer.rehearse import VARIANTS, script_for
 
 TOOL_SIGNAL = ("slca", "toolpo", "slca_tara")
 
 
-def _gust() -> typer.Typer:
-    root = typer.Typer()
-    root.add_typer(app, name="train")
-
-    @root.command()
-    def version() -> None:  # a second command, as in the real `gust` app
-        pass
-
-    return root
-
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_rehearsal_passes_for_every_algorithm(algo: str, tmp_path: Path) -> None:
     args = ["train", "--algo", algo, "--rehearse", "--rehearse-rows", "1", "--run-dir", str(tmp_path)]
-    result = CliRunner().invoke(_gust(), args)
+    result = CliRunner().invoke(gust_with_train(), args)
     assert result.exit_code == 0, result.output
     assert f"rehearsal {algo}: PASSED" in result.output
     report = json.loads((tmp_path / "rehearsal" / f"rehearsal_{algo}.json").read_text())
@@ -62,7 +51,7 @@ def test_cli_rehearse_user_sim_runs_the_simulated_user_loop(tmp_path: Path) -> N
     """`--rehearse --user-sim`: every trajectory through the user loop class (verl's worker, the mode's YAML), plus
     the scripted agent that asks the offline user; the user-loop checks are in the report and the exit code."""
     args = ["train", "--algo", "tara", "--rehearse", "--user-sim", "--run-dir", str(tmp_path)]
-    result = CliRunner().invoke(_gust(), args)
+    result = CliRunner().invoke(gust_with_train(), args)
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "rehearsal" / "rehearsal_tara.json").read_text())
     assert report["passed"] and report["mode"] == "simulated_user"
@@ -84,17 +73,17 @@ def test_cli_user_sim_refuses_rows_without_a_user_scenario(tmp_path: Path, corpo
     previews = [json.loads(line) for line in (corpora_dir / "toucan" / "toucan_toolcall_rl.preview.jsonl").open()]
     data = write_rows(tmp_path / "toucan.parquet", toucan_to_verl(previews)[0])
     for extra in (["--rehearse"], ["--dry-run"]):
-        result = CliRunner().invoke(_gust(), ["train", "--algo", "grpo", "--user-sim", *extra, "--data", str(data),
+        result = CliRunner().invoke(gust_with_train(), ["train", "--algo", "grpo", "--user-sim", *extra, "--data", str(data),
                                               "--run-dir", str(tmp_path / "run")])  # fmt: skip
         assert result.exit_code == 2 and "interaction_kwargs" in result.output, result.output
 
 
 def test_cli_dry_run_user_sim_switches_the_agent_loop_registry(tmp_path: Path) -> None:
-    result = CliRunner().invoke(_gust(), ["train", "--algo", "tara", "--dry-run", "--user-sim", "--run-dir",
+    result = CliRunner().invoke(gust_with_train(), ["train", "--algo", "tara", "--dry-run", "--user-sim", "--run-dir",
                                           str(tmp_path)])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "gust_user_agent_loops.yaml" in result.output and "user_simulator: offline" in result.output
-    fixed = CliRunner().invoke(_gust(), ["train", "--algo", "tara", "--dry-run", "--run-dir", str(tmp_path)])
+    fixed = CliRunner().invoke(gust_with_train(), ["train", "--algo", "tara", "--dry-run", "--run-dir", str(tmp_path)])
     assert fixed.exit_code == 0 and "gust_agent_loops.yaml" in fixed.output
 
 
@@ -102,7 +91,7 @@ def test_cli_rehearse_fails_when_the_rollout_parser_disagrees_with_the_reward(tm
     """verl's stock `hermes` parser drops list blocks and "parameters" keys that the reward counts."""
     args = ["train", "--algo", "slca", "--rehearse", "--rehearse-rows", "1", "--run-dir", str(tmp_path),
             "actor_rollout_ref.rollout.multi_turn.format=hermes"]
-    result = CliRunner().invoke(_gust(), args)
+    result = CliRunner().invoke(gust_with_train(), args)
     assert result.exit_code == 1, result.output
     assert "[FAIL] rollout_executes_what_reward_counts" in result.output
 
@@ -112,7 +101,7 @@ def test_cli_rehearse_refuses_turn_level_algos_on_rows_without_turn_gold(tmp_pat
 
     previews = [json.loads(line) for line in (corpora_dir / "toucan" / "toucan_toolcall_rl.preview.jsonl").open()]
     data = write_rows(tmp_path / "toucan.parquet", toucan_to_verl(previews)[0])
-    result = CliRunner().invoke(_gust(), ["train", "--algo", "tara", "--rehearse", "--data", str(data),
+    result = CliRunner().invoke(gust_with_train(), ["train", "--algo", "tara", "--rehearse", "--data", str(data),
                                           "--run-dir", str(tmp_path / "run")])  # fmt: skip
     assert result.exit_code == 2 and "turn-level gold" in result.output
 
