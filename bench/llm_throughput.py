@@ -26,8 +26,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gustforge import pipeline  # noqa: E402
+from envgen.stage import ingest_inputs, run_envgen  # noqa: E402
 from gustforge.config import BuildConfig, load_config  # noqa: E402
+from gustforge.llm import close_shared_clients  # noqa: E402
+from gustforge.shards import ShardResult  # noqa: E402
+from tdg.stage import run_reconstruct, run_sample, run_tasks, run_tdg, run_verify  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAIServer  # noqa: E402
 from tests.fakes.twin_responder import TwinResponder  # noqa: E402
 
@@ -37,7 +40,7 @@ SERVERS = ROOT / ".." / "shared" / "corpora" / "toucan" / "toucan_mcp_servers.re
 
 
 def _measure(server: FakeOpenAIServer, concurrency: int, latency: float,
-             work: Callable[[], pipeline.ShardResult]) -> tuple[pipeline.ShardResult, dict[str, Any]]:  # fmt: skip
+             work: Callable[[], ShardResult]) -> tuple[ShardResult, dict[str, Any]]:  # fmt: skip
     server.reset()
     start = time.monotonic()
     result = work()
@@ -66,31 +69,31 @@ def run(latency: float, concurrency: int, toolsets: int, envs: int) -> dict[str,
             "llm.backend=openai", f"llm.base_url={server.base_url}", "llm.model=fake-model",
             f"llm.max_concurrency={concurrency}", "verify.teacher.k=1", "tdg.n_graphs=1",
         ], out=Path(tmp))  # fmt: skip
-        ingest = pipeline.ingest_inputs([SERVERS], cfg)
+        ingest = ingest_inputs([SERVERS], cfg)
         items = list(ingest.toolsets[:toolsets])
         envgen, report["roles"]["envgen"] = _measure(server, concurrency, latency,
-                                                      lambda: pipeline.run_envgen(items, cfg, cfg.out))  # fmt: skip
+                                                      lambda: run_envgen(items, cfg, cfg.out))  # fmt: skip
         offline = cfg.model_copy(update={"envgen": cfg.envgen.model_copy(update={"backend": "offline"}),
                                          "out": cfg.out / "offline"})  # fmt: skip
         start = time.monotonic()
-        pipeline.run_envgen(items, offline, offline.out)  # same toolsets, no LLM: the CPU floor on this machine
+        run_envgen(items, offline, offline.out)  # same toolsets, no LLM: the CPU floor on this machine
         report["roles"]["envgen"]["offline_wall_s"] = round(time.monotonic() - start, 2)
         built = list(envgen.items[:envs])
         tdg, report["roles"]["judge"] = _measure(server, concurrency, latency,
-                                                  lambda: pipeline.run_tdg(built, cfg, cfg.out))  # fmt: skip
-        sampled = pipeline.run_sample(list(tdg.items), cfg, cfg.out)
-        traced = pipeline.run_reconstruct(list(sampled.items), cfg, cfg.out)
+                                                  lambda: run_tdg(built, cfg, cfg.out))  # fmt: skip
+        sampled = run_sample(list(tdg.items), cfg, cfg.out)
+        traced = run_reconstruct(list(sampled.items), cfg, cfg.out)
         traces = list(traced.items)
         tasks, report["roles"]["writer"] = _measure(server, concurrency, latency,
-                                                     lambda: pipeline.run_tasks(traces, cfg, cfg.out))  # fmt: skip
+                                                     lambda: run_tasks(traces, cfg, cfg.out))  # fmt: skip
         written = list(tasks.items)
         _, report["roles"]["teacher"] = _measure(server, concurrency, latency,
-                                                 lambda: pipeline.run_verify(written, cfg, cfg.out))  # fmt: skip
+                                                 lambda: run_verify(written, cfg, cfg.out))  # fmt: skip
         # one conversation's turns are sequential: the twin teacher answers one turn per golden stage plus a final
         # reply, so no schedule ends before the longest conversation (reported beside the target, not instead of it)
         turns = max((len(r["trace"]["stages"]) + 1 for item in written for r in item["records"]), default=0)
         report["roles"]["teacher"]["critical_path_s"] = round(turns * latency, 2)
-        pipeline.close_llm_clients()
+        close_shared_clients()
     return report
 
 

@@ -3,7 +3,7 @@ the local thread runner compares with Ray on the 572-toolset Toucan corpus.
 
 Run: `.venv/bin/python bench/orchestration.py [--corpus] [--workers 2]`; prints one JSON object.
 
-* `direct`: every stage function of `gustforge.pipeline` called in this process, no Prefect (the baseline).
+* `direct`: every stage function of `tasks.stage_table` called in this process, no Prefect (the baseline).
 * `prefect_cold`: `gust build` in a fresh process with the embedded ephemeral server (server start included).
 * `prefect_cached`: the same command again on the same output folder (every stage is a cache hit).
 * `--corpus`: `gust build` on the corpus with `--runner local` vs `--runner ray`, as a ratio.
@@ -24,8 +24,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gustforge import pipeline  # noqa: E402
+from envgen.stage import bundled_sample_inputs, ingest_inputs  # noqa: E402
 from gustforge.config import load_config  # noqa: E402
+from tasks.stage_table import STAGE_ORDER, STAGES  # noqa: E402
 
 CORPUS = ROOT / ".." / "shared" / "corpora" / "toucan" / "toucan_mcp_servers.remote_valid.jsonl"
 
@@ -34,9 +35,9 @@ def run_direct(inputs: list[Path], out: Path) -> float:
     """All stages without Prefect, one shard per stage."""
     cfg = load_config(None, [], out=out)
     started = time.perf_counter()
-    items: Any = pipeline.ingest_inputs(inputs, cfg).toolsets
-    for stage in pipeline.STAGE_ORDER:
-        items = pipeline.STAGES.get(stage).run(items, cfg, out).items
+    items: Any = ingest_inputs(inputs, cfg).toolsets
+    for stage in STAGE_ORDER:
+        items = STAGES.get(stage).run(items, cfg, out).items
     return time.perf_counter() - started
 
 
@@ -57,7 +58,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="gust-bench-"))
     env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect-home")}
     results: dict[str, Any] = {}
-    sample = list(pipeline.bundled_sample_inputs())
+    sample = list(bundled_sample_inputs())
     results["direct_s"] = round(run_direct(sample, tmp / "direct"), 2)
     results["prefect_cold_s"] = round(run_cli(["--out", str(tmp / "flow")], env), 2)
     results["prefect_cached_s"] = round(run_cli(["--out", str(tmp / "flow")], env), 2)

@@ -391,12 +391,12 @@ def stage(
 def _check_empty_stage(name: str, dropped: Mapping[str, int], out: Path) -> None:
     """A stage that produced nothing fails the run unless deliberate filtering explains it (e.g. every toolset
     outside the paper's size filter): then it says so and exits 0."""
-    from gustforge import pipeline
+    from gustforge.accounting import POLICY_REASONS, QUALITY_REASONS
 
     reasons = Counter(dropped)
     if name == "envgen":
         reasons.update(_ingest_drops(out))
-    policy = pipeline.POLICY_REASONS | pipeline.QUALITY_REASONS
+    policy = POLICY_REASONS | QUALITY_REASONS
     if any(reason in policy for reason in reasons):
         err.print(f"warning: stage {name} produced nothing; deliberate filtering explains it "
                   f"({reason_text(reasons)})", markup=False)  # fmt: skip
@@ -414,16 +414,17 @@ def _ingest_drops(out: Path) -> Counter[str]:
 
 def _run_stage_direct(name: str, source: Path, cfg: Any) -> Any:
     """One stage through the same pipeline functions the flow's tasks call, in this process, as one shard."""
-    from gustforge import pipeline
+    from gustforge.accounting import finish_stage
+    from tasks.stage_table import STAGES, discover_items
 
     out = cfg.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    items = pipeline.discover_items(name, source.resolve(), cfg)
-    spec = pipeline.STAGES.get(name)
+    items = discover_items(name, source.resolve(), cfg)
+    spec = STAGES.get(name)
     result = spec.run(items, cfg, out)
     if result.retryable:  # items lost to an unreachable endpoint get one fresh attempt, as in the flow
         result = spec.run(items, cfg, out)
-    return pipeline.finish_stage(name, [result], out, getattr(cfg.budgets, name, 1.0))
+    return finish_stage(name, [result], out, getattr(cfg.budgets, name, 1.0), spec.policy)
 
 
 def _validate_cron(cron: str) -> None:

@@ -1,1 +1,2 @@
-"""Prefect tasks: thin wrappers (load → one library call → return) around `gustforge.pipeline`."""
+"""Prefect tasks: thin wrappers (load → one library call → return) around the stage packages' stage functions,
+and the stage table (`tasks.stage_table`) that composes them."""

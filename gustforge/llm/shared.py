@@ -9,11 +9,12 @@ client object); `close_shared_clients()` ends it at the end of a build.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from gustforge.llm.client import LLMClient, LLMStats
 from gustforge.llm.settings import LLMSettings
 
-__all__ = ["shared_client", "close_shared_clients", "shared_usage"]
+__all__ = ["shared_client", "close_shared_clients", "shared_usage", "stage_client", "role_usage", "llm_workers"]
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[str, LLMClient] = {}  # process-wide on purpose: see the module docstring
@@ -47,3 +48,23 @@ def close_shared_clients() -> None:
         _CLIENTS.clear()
     for client in clients:
         client.close()
+
+
+def stage_client(settings: LLMSettings, out: Path) -> LLMClient:
+    """A per-shard view of the build's one LLM client; replies are cached under `OUT/cache/llm.sqlite` unless a
+    cache path is set. Offline settings get a plain client (no loop, no cache)."""
+    if settings.backend != "openai":
+        return LLMClient(settings.model_copy(update={"cache_path": None}))
+    if settings.cache_path is None:
+        settings = settings.model_copy(update={"cache_path": Path(out).resolve() / "cache" / "llm.sqlite"})
+    return shared_client(settings).view()
+
+
+def role_usage(client: LLMClient) -> dict[str, dict[str, int]]:
+    """The client's counters per role, as plain dicts (what a stage shard reports)."""
+    return {role: stats.as_dict() for role, stats in client.role_stats().items()}
+
+
+def llm_workers(client: LLMClient) -> int:
+    """Threads worth running LLM-bound work on: the endpoint's concurrency, or 1 offline."""
+    return int(client.settings.max_concurrency) if client.settings.backend == "openai" else 1

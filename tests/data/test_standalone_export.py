@@ -10,21 +10,23 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from data.gust import read_gust
-from gustforge import pipeline
+from envgen.stage import ingest_inputs
+from gustforge.accounting import finish_stage, write_ingest_report
 from gustforge.config import load_config
+from tasks.stage_table import STAGE_ORDER, STAGES
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def build_direct(inputs: list[Path], out: Path) -> Path:
-    """Run every stage in this process through the pipeline library (no Prefect): the same functions the flow runs."""
+    """Run every stage in this process through the stage functions (no Prefect): the same functions the flow runs."""
     cfg = load_config(None, ["tdg.n_graphs=1"], out=out, inputs=[str(p) for p in inputs])
-    ingest = pipeline.ingest_inputs(inputs, cfg)
-    pipeline.write_ingest_report(out, ingest)
+    ingest = ingest_inputs(inputs, cfg)
+    write_ingest_report(out, ingest)
     items = list(ingest.toolsets)
-    for stage in pipeline.STAGE_ORDER:
-        result = pipeline.STAGES.get(stage).run(items, cfg, out)
-        items = pipeline.finish_stage(stage, [result], out, 1.0).items
+    for stage in STAGE_ORDER:
+        spec = STAGES.get(stage)
+        items = finish_stage(stage, [spec.run(items, cfg, out)], out, 1.0, spec.policy).items
     return out
 
 

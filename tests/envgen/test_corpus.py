@@ -13,7 +13,7 @@ from envgen.build import build_environments
 from envgen.config import EnvGenConfig
 from envgen.entities import ACTION_LOG
 from envgen.ingest import read_toolsets
-from gustforge.pipeline import POLICY_REASONS
+from gustforge.accounting import POLICY_REASONS
 
 # With the paper's filter (the default), measured: 167 of 177 toolsets built, the other 10 filtered by policy
 # (mostly_echo 2, too_many_required_params 8),

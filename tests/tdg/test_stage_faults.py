@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-from gustforge import pipeline
+from envgen.stage import ingest_inputs, run_envgen
+from gustforge.accounting import check_budget
 from gustforge.config import load_config
+from gustforge.errors import GustError
+from tdg.stage import run_reconstruct, run_sample, run_tasks, run_tdg
 from tests.fakes.openai_server import FakeOpenAIServer
 
 
@@ -24,9 +27,9 @@ def traces(samples_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
     out = tmp_path_factory.mktemp("faults")
     inputs = [samples_dir / "raw" / "openai_tools" / "car_rental.json"]
     cfg = load_config(None, [], out=out)
-    items: Any = pipeline.ingest_inputs(inputs, cfg).toolsets
-    for stage in ("envgen", "tdg", "sample", "reconstruct"):
-        items = pipeline.STAGES.get(stage).run(items, cfg, out).items
+    items: Any = ingest_inputs(inputs, cfg).toolsets
+    for run in (run_envgen, run_tdg, run_sample, run_reconstruct):
+        items = run(items, cfg, out).items
     assert items and items[0]["traces"]
     return out, list(items)
 
@@ -40,7 +43,7 @@ def test_tasks_stage_completes_against_endpoint_failing_30_percent(traces: tuple
         cfg = load_config(None, [f"llm.base_url={server.base_url}", "llm.model=fake-model", "llm.backend=openai",
                                  "llm.max_retries=8", "llm.timeout_s=1", "llm.backoff_base_s=0.01",
                                  "llm.backoff_max_s=0.05", f"llm.cache_path={out / 'faults.sqlite'}"], out=out)  # fmt: skip
-        result = pipeline.STAGES.get("tasks").run(items, cfg, out)
+        result = run_tasks(items, cfg, out)
         failed = sum(1 for status in server.statuses if status >= 500)
     assert result.report.balanced and result.report.inputs == n_traces
     assert result.report.produced == n_traces, result.report
@@ -54,9 +57,9 @@ def test_budget_exceeded_names_the_stage(traces: tuple[Path, list[dict[str, Any]
         cfg = load_config(None, [f"llm.base_url={server.base_url}", "llm.model=fake-model", "llm.backend=openai",
                                  "llm.max_retries=1", "llm.backoff_base_s=0.01", "llm.backoff_max_s=0.01",
                                  f"llm.cache_path={out / 'down.sqlite'}"], out=out)  # fmt: skip
-        result = pipeline.STAGES.get("tasks").run(items, cfg, out)
+        result = run_tasks(items, cfg, out)
     assert result.report.produced == 0 and result.report.balanced
     assert result.report.dropped == {"llm_unavailable": result.report.inputs}
     assert result.retryable == result.report.inputs
-    with pytest.raises(pipeline.GustError, match="tasks.*error budget"):
-        pipeline.check_budget(result.report, 0.5)
+    with pytest.raises(GustError, match="tasks.*error budget"):
+        check_budget(result.report, 0.5)

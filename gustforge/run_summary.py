@@ -1,0 +1,78 @@
+"""`OUT/run_summary.json`: what a whole build produced, dropped, spent, and why it must exit non-zero."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import Field
+
+from data import io
+from data.models import StageReport, StrictModel
+from gustforge.errors import UNAVAILABLE_REASON
+from gustforge.shards import IngestSummary, ShardResult, Usage, sum_usage
+
+if TYPE_CHECKING:  # the build config composes the stage packages' configs; this module only reads it
+    from gustforge.config import BuildConfig
+
+__all__ = ["RunSummary", "build_problems", "write_run_summary"]
+
+
+class RunSummary(StrictModel):
+    out: str
+    stages: dict[str, StageReport]
+    seconds: dict[str, float]
+    gust_rows: int
+    gust_dir: str | None
+    teacher: str = Field(description="'ran' (some teacher call answered) or 'not run'.")
+    llm: Usage = Field(default_factory=dict, description="LLM requests/tokens/retries/cache hits per role, this run.")
+    llm_outputs: Usage = Field(
+        default_factory=dict, description="LLM usage that produced the outputs (cached shards keep their first cost)."
+    )
+    problems: tuple[str, ...] = Field(default=(), description="Why the build must exit non-zero; empty = success.")
+
+
+def build_problems(stages: Mapping[str, StageReport], gust_rows: int, cfg: BuildConfig) -> list[str]:
+    """Reasons a finished build failed: too few rows, items lost to an unreachable endpoint or the token budget."""
+    problems: list[str] = []
+    unavailable = {stage: r.dropped.get(UNAVAILABLE_REASON, 0) for stage, r in stages.items()}
+    lost = {stage: n for stage, n in unavailable.items() if n}
+    if lost:
+        where = ", ".join(f"{stage}={n}" for stage, n in lost.items())
+        problems.append(f"{sum(lost.values())} item(s) lost to an unreachable LLM endpoint or the token budget "
+                        f"(llm_unavailable: {where}); rerun the same command to resume")  # fmt: skip
+    if gust_rows < cfg.min_rows:
+        dropped = Counter[str]()
+        for report in stages.values():
+            dropped.update(report.dropped)
+        top = ", ".join(f"{k}={v}" for k, v in dropped.most_common(5)) or "no input items"
+        problems.append(f"the build produced {gust_rows} GUST row(s), fewer than min_rows={cfg.min_rows} "
+                        f"(top drop reasons: {top})")  # fmt: skip
+    return problems
+
+
+def write_run_summary(out: Path, ingest: IngestSummary, merged: Sequence[ShardResult], cfg: BuildConfig) -> RunSummary:
+    """`OUT/run_summary.json`: counts per stage and outcome, stage wall times, LLM usage, where the dataset is,
+    and the problems that make the build exit non-zero."""
+    from gustforge.llm import shared_usage
+
+    stages = {"ingest": ingest.report, **{m.stage: m.report for m in merged}}
+    export = next((m for m in merged if m.stage == "export"), None)
+    export_item = export.items[0] if export and export.items else {}
+    rows = int(export_item.get("rows", 0))
+    summary = RunSummary(
+        out=str(out),
+        stages=stages,
+        seconds={m.stage: round(m.seconds, 3) for m in merged},
+        gust_rows=rows,
+        gust_dir=export_item.get("gust_dir"),
+        teacher="ran" if export_item.get("teacher_ran") else "not run",
+        llm={role: stats.as_dict() for role, stats in shared_usage().items()},
+        llm_outputs=sum_usage(m.llm for m in merged),
+        problems=tuple(build_problems(stages, rows, cfg)),
+    )
+    io.write_json(out / "run_summary.json", summary)
+    io.write_json(out / "config.json", cfg)  # the effective config, saved with every run
+    return summary
