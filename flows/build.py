@@ -26,7 +26,7 @@ __all__ = ["build_flow", "stage_flow", "run_build", "run_stage"]
 def _run_stage(stage: str, items: Sequence[dict[str, Any]], cfg: BuildConfig, out: str) -> ShardResult:
     """Fan a stage out over shards on the flow's task runner, then merge, report and check the budget."""
     spec = STAGES.get(stage)
-    if stage in ("quality", "export"):  # dataset-wide: near-duplicates, per-env medians
+    if spec.dataset_wide:
         shards: list[list[dict[str, Any]]] = [list(items)]
     else:
         shards = shard_items(items, shard_size=cfg.runner.shard_size, max_shards=cfg.runner.max_shards)

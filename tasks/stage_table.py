@@ -29,7 +29,8 @@ __all__ = ["STAGE_ORDER", "STAGES", "StageSpec", "stage_config_key", "discover_i
 @dataclass(frozen=True)
 class StageSpec:
     """A stage: its shard function, the stage whose outputs it reads, the library packages whose source keys its
-    cache, the config keys it reads, and the drop reasons that are deliberate filtering (outside its budget)."""
+    cache, the config keys it reads, the drop reasons that are deliberate filtering (outside its budget), and
+    whether it must see every item at once (near-duplicates, per-env medians) instead of shards."""
 
     name: str
     run: Callable[[Sequence[Item], BuildConfig, Path], ShardResult]
@@ -37,6 +38,7 @@ class StageSpec:
     packages: tuple[str, ...]
     config_keys: tuple[str, ...]
     policy: frozenset[str] = field(default=POLICY_REASONS)
+    dataset_wide: bool = False
 
 
 _SPECS = (
@@ -46,10 +48,12 @@ _SPECS = (
     StageSpec("reconstruct", run_reconstruct, "sample", ("tdg", "envgen", "gustforge", "data"), ("tdg.seed",)),
     StageSpec("tasks", run_tasks, "reconstruct", ("tdg", "envgen", "gustforge", "data"), ("seed", "llm")),
     StageSpec("verify", run_verify, "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify", "quality")),
-    StageSpec("quality", run_quality, "verify", ("tdg", "data"), ("quality",), POLICY_REASONS | QUALITY_REASONS),
-    StageSpec("export", run_export, "quality", ("data",), ("seed", "verify.teacher", "verify.require_solvable")),
+    StageSpec("quality", run_quality, "verify", ("tdg", "data"), ("quality",), POLICY_REASONS | QUALITY_REASONS,
+              dataset_wide=True),
+    StageSpec("export", run_export, "quality", ("data",), ("seed", "verify.teacher", "verify.require_solvable"),
+              dataset_wide=True),
     StageSpec("convert", run_convert, "export", ("trainer", "data"), ("seed",)),
-)
+)  # fmt: skip
 STAGE_ORDER: tuple[str, ...] = tuple(spec.name for spec in _SPECS)
 STAGES: Registry[StageSpec] = Registry("stage")
 for _spec in _SPECS:

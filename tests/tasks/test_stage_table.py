@@ -19,3 +19,7 @@ def test_each_stage_reads_the_one_before_it() -> None:
     assert STAGE_ORDER == ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "quality", "export", "convert")
     assert [STAGES.get(s).previous for s in STAGE_ORDER] == [None, *STAGE_ORDER[:-1]]
     assert "undetermined_pick" in STAGES.get("quality").policy and "undetermined_pick" not in STAGES.get("tasks").policy
+
+
+def test_only_dataset_wide_stages_see_every_item_at_once() -> None:
+    assert [s for s in STAGE_ORDER if STAGES.get(s).dataset_wide] == ["quality", "export"]
