@@ -23,3 +23,9 @@ def test_each_stage_reads_the_one_before_it() -> None:
 
 def test_only_dataset_wide_stages_see_every_item_at_once() -> None:
     assert [s for s in STAGE_ORDER if STAGES.get(s).dataset_wide] == ["quality", "export"]
+
+
+def test_the_cli_offers_every_stage_of_the_table() -> None:
+    from flows.cli import STAGE_NAMES
+
+    assert STAGE_NAMES == STAGE_ORDER
