@@ -25,7 +25,6 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol
 
 import networkx as nx
-from jsonschema import Draft202012Validator
 
 from data.models import (
     GoldenTrace,
@@ -40,6 +39,7 @@ from data.models import (
 from envgen.entities import EnvPlan, plan_environment
 from gustforge.errors import ReconstructionError, SandboxError
 from gustforge.hashing import canonical_json, short_hash
+from gustforge.schemas import safe_validator
 from tdg.fields import (
     EdgeEvidence,
     FieldRef,
@@ -77,6 +77,7 @@ __all__ = [
     "env_key_rules",
     "trace_id_for",
     "is_linked",
+    "order_ranges",
 ]
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ def _leaves(value: Any, path: str = "", parent: str | None = None) -> Iterator[t
 
 
 def _valid(schema: Mapping[str, Any], value: Any) -> bool:
-    return bool(Draft202012Validator(dict(schema)).is_valid(value))
+    return bool(safe_validator(dict(schema)).is_valid(value))
 
 
 class KeyRule(NamedTuple):
@@ -506,10 +507,46 @@ def _instantiate(
             raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no valid value for {param}")
         args[param] = value
         context.append(param)
-    errors = [e.message for e in Draft202012Validator(tool.parameters).iter_errors(args)]
+    validator = safe_validator(tool.parameters)
+    ordered = order_ranges(args, frozenset(context))
+    args = ordered if validator.is_valid(ordered) else args
+    errors = [e.message for e in validator.iter_errors(args)]
     if errors:
         raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
     return args, dependency, tuple(context), criteria
+
+
+_RANGE_ENDS = (("start", "end"), ("from", "to"), ("min", "max"), ("begin", "end"), ("since", "until"),
+               ("check_in", "check_out"), ("earliest", "latest"), ("low", "high"))  # fmt: skip
+
+
+def _range_partner(name: str) -> str | None:
+    """The upper end named like `name`'s lower end (`start_date` -> `end_date`, `minPrice` -> `maxPrice`)."""
+    for low, high in _RANGE_ENDS:
+        for pattern in (rf"^{low}(?=[_A-Z]|$)", rf"(?<=_){low}$", rf"(?<=[a-z]){low.capitalize()}$"):
+            if re.search(pattern, name):
+                return re.sub(pattern, high if pattern.startswith("^") or "_" in pattern else high.capitalize(), name)
+    return None
+
+
+def _comparable(a: Any, b: Any) -> bool:
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
+    dates = all(isinstance(v, str) and re.match(r"^\d{4}-\d{2}-\d{2}", v) for v in (a, b))
+    return numbers or dates
+
+
+def order_ranges(args: dict[str, Any], free: frozenset[str] | None = None) -> dict[str, Any]:
+    """Swap the two ends of a range drawn in the wrong order (`start_date` after `end_date`, `min_price` above
+    `max_price`), in nested objects too. Only values in `free` (top-level names drawn from context, None: all) are
+    touched: a value taken from an earlier call stays as it came."""
+    out = {k: order_ranges(v) if isinstance(v, dict) else v for k, v in args.items()}
+    for low in list(out):
+        high = _range_partner(low)
+        if high is None or high not in out or (free is not None and not {low, high} <= free):
+            continue
+        if _comparable(out[low], out[high]) and out[low] > out[high]:
+            out[low], out[high] = out[high], out[low]
+    return out
 
 
 def _new_key(

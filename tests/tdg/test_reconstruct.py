@@ -351,3 +351,18 @@ class TestKeysFromTheLiveDB:
                                 assert call.output.get("status") != "error"
                                 checked += 1
         assert checked >= 10
+
+
+def test_range_ends_are_drawn_in_order() -> None:
+    from tdg.reconstruct import order_ranges
+
+    drawn = {"start_date": "2025-12-28", "end_date": "2025-02-07", "minPrice": 80.0, "maxPrice": 12.5,
+             "event": {"date_from": "2025-06-23", "date_to": "2025-02-23"}, "tomorrow": "x"}  # fmt: skip
+    assert order_ranges(drawn) == {"start_date": "2025-02-07", "end_date": "2025-12-28", "minPrice": 12.5,
+                                   "maxPrice": 80.0, "event": {"date_from": "2025-02-23", "date_to": "2025-06-23"},
+                                   "tomorrow": "x"}  # fmt: skip
+    in_order = {"start_date": "2025-01-01", "end_date": "2025-02-01", "min_price": 1, "max_price": "9"}
+    assert order_ranges(in_order) == in_order  # already ordered, or not comparable: untouched
+    # a value that came from an earlier call is not moved
+    assert order_ranges({"start_date": "2025-03-01", "end_date": "2025-01-01"}, frozenset({"end_date"}))[
+        "start_date"] == "2025-03-01"
