@@ -234,15 +234,30 @@ def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str
     return ids
 
 
+def _shared_pool(entity: EntitySpec, pools: dict[tuple[str, str], list[str | int]]) -> list[str | int] | None:
+    """The keys an earlier collection keyed by the same natural key already holds, when they fit this one."""
+    pool = pools.get((entity.id_field, entity.id_type))
+    schema = entity.id_schema or {"type": entity.id_type}
+    if pool is None or entity.name in (EXCHANGE_RATES, BALANCES):
+        return None
+    return pool if all(_fits(value, schema) for value in pool) else None
+
+
 def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, list[str | int]]:
+    """Record ids per collection. Collections keyed by the same natural key (`project_path`, `city`) share one
+    pool of keys, so a value one tool returns names a record of the next (`scan_project` then
+    `get_progress(project_path)`): that is what makes data flow between calls in the golden traces."""
     ids: dict[str, list[str | int]] = {}
+    pools: dict[tuple[str, str], list[str | int]] = {}
     for entity in sorted(plan.entities, key=lambda e: e.natural_key):  # synthetic ids first: lookups may key on them
         count = rng.randint(low, high)
         if entity.key_source in ids and not plan.entity(entity.key_source).natural_key:  # type: ignore[union-attr]
             source = ids[entity.key_source]
             ids[entity.name] = [v if entity.id_type == "integer" else str(v) for v in source]
         elif entity.natural_key:
-            ids[entity.name] = _natural_ids(entity, rng, count)
+            shared = _shared_pool(entity, pools)
+            ids[entity.name] = list(shared) if shared is not None else _natural_ids(entity, rng, count)
+            pools.setdefault((entity.id_field, entity.id_type), ids[entity.name])
         else:
             ids[entity.name] = [format_id(entity, n) for n in range(1, count + 1)]
     return ids

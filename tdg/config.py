@@ -29,4 +29,8 @@ class TDGConfig(StrictModel):
     patience: int = Field(
         default=10, ge=1, description="Stop after this many consecutive skeletons that add no newly covered tool."
     )
+    max_unlinked_traces: int | None = Field(
+        default=2, ge=0, description="Most golden traces per environment in which no value flows from one call into "
+        "another (independent calls); the rest are dropped as `single_stage`. null keeps all."
+    )
     seed: int = Field(default=0, description="Base seed; every random choice derives from it.")

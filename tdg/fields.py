@@ -28,6 +28,7 @@ __all__ = [
     "types_compatible",
     "format_evidence",
     "parse_evidence",
+    "parse_closest_field",
     "evidence_is_executable",
     "resolve_path",
     "json_type",
@@ -271,6 +272,19 @@ def parse_evidence(text: str) -> list[EdgeEvidence]:
         if match:
             out.append(EdgeEvidence(match["src"], match["path"], match["dst"], match["param"]))
     return out
+
+
+_CLOSEST = re.compile(r"closest fields (?P<src>[^\s.]+)\.response\.(?P<path>\S+) ~ (?P<dst>[^\s.]+)\.(?P<param>\S+) "
+                      r"\(cos (?P<cos>-?[0-9.]+)\)")
+
+
+def parse_closest_field(text: str) -> tuple[EdgeEvidence, float] | None:
+    """The field pair a semantic edge's evidence names as closest (``closest fields a.response.x ~ b.p (cos 0.8)``)
+    and its cosine: the value a semantic dependency most plausibly passes on."""
+    match = _CLOSEST.search(text)
+    if match is None:
+        return None
+    return EdgeEvidence(match["src"], match["path"], match["dst"], match["param"]), float(match["cos"])
 
 
 def evidence_is_executable(text: str, src: str, dst: str, src_response: Mapping[str, Any],

@@ -25,7 +25,6 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol
 
 import networkx as nx
-from jsonschema import Draft202012Validator
 
 from data.models import (
     GoldenTrace,
@@ -40,12 +39,15 @@ from data.models import (
 from envgen.entities import EnvPlan, plan_environment
 from gustforge.errors import ReconstructionError, SandboxError
 from gustforge.hashing import canonical_json, short_hash
+from gustforge.schemas import safe_validator
 from tdg.fields import (
+    EdgeEvidence,
     FieldRef,
     entity_of,
     json_type,
     match_score,
     param_specs,
+    parse_closest_field,
     parse_evidence,
     resolve_path,
     singular,
@@ -74,6 +76,8 @@ __all__ = [
     "key_rules",
     "env_key_rules",
     "trace_id_for",
+    "is_linked",
+    "order_ranges",
 ]
 
 logger = logging.getLogger(__name__)
@@ -83,6 +87,8 @@ _MISSING = object()
 _STRUCTURAL = frozenset({"status", "message"})
 _TERMINAL_STATUSES = frozenset(QualityConfig().terminal_statuses)
 _PLACEHOLDERS = tuple(re.compile(p, re.IGNORECASE) for p in PLACEHOLDER_PATTERNS)
+_CLOSEST_FIELD_MIN_COS = 0.5  # a semantic edge's closest field pair below this similarity passes nothing on
+_RESULT_FIELDS = frozenset({"result", "value", "answer", "output"})
 _NAME_KEYS = ("name", "title", "label", "full_name", "username", "display_name", "email", "subject", "code")
 
 
@@ -151,7 +157,7 @@ def _leaves(value: Any, path: str = "", parent: str | None = None) -> Iterator[t
 
 
 def _valid(schema: Mapping[str, Any], value: Any) -> bool:
-    return bool(Draft202012Validator(dict(schema)).is_valid(value))
+    return bool(safe_validator(dict(schema)).is_valid(value))
 
 
 class KeyRule(NamedTuple):
@@ -214,20 +220,32 @@ def _pick(rng: random.Random, options: list[tuple[str, Any]]) -> tuple[str, Any]
     return rng.choice([pv for _, pv in unique])
 
 
+def _closest_field(evidence: str) -> list[EdgeEvidence]:
+    """A semantic edge's closest field pair, when it is similar enough or the source field is a computed result
+    (`mean.result` -> `floor.number`: a calculation feeding the next one)."""
+    closest = parse_closest_field(evidence)
+    if closest is None:
+        return []
+    ev, cos = closest
+    return [ev] if cos >= _CLOSEST_FIELD_MIN_COS or ev.path in _RESULT_FIELDS else []
+
+
 def _dependency_options(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, pred: str, output: Any,
     live: set[str], stored: set[str] = frozenset(),  # type: ignore[assignment]
     allowed: set[str] | None = None,
 ) -> list[tuple[str, Any]]:  # fmt: skip
-    """Values predecessor `pred`'s output offers for `param`: by edge evidence, else by name/ID matching.
+    """Values predecessor `pred`'s output offers for `param`: by edge evidence (a parameter edge's mappings, or the
+    closest field pair a semantic edge names), else by name/ID matching.
 
     `stored` holds the values a read tool's own collection keeps under `param`; offers among them come first, so
     a read fed by a dependency finds something. `allowed` (folded keys of stored records) restricts a key
     parameter to records that exist; a list-typed key takes a single offered key as a one-element list.
     """
+    evidence = str(dag.edges[pred, tool.name].get("evidence") or "")
     by_evidence = [
         (path, value)
-        for ev in parse_evidence(str(dag.edges[pred, tool.name].get("evidence") or ""))
+        for ev in parse_evidence(evidence) or _closest_field(evidence)
         if ev.param == param and ev.src == pred
         for path, value in resolve_path(output, ev.path)
     ]
@@ -489,10 +507,46 @@ def _instantiate(
             raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no valid value for {param}")
         args[param] = value
         context.append(param)
-    errors = [e.message for e in Draft202012Validator(tool.parameters).iter_errors(args)]
+    validator = safe_validator(tool.parameters)
+    ordered = order_ranges(args, frozenset(context))
+    args = ordered if validator.is_valid(ordered) else args
+    errors = [e.message for e in validator.iter_errors(args)]
     if errors:
         raise SkeletonFailed(f"invalid_args:{tool.name}", "; ".join(errors[:3]))
     return args, dependency, tuple(context), criteria
+
+
+_RANGE_ENDS = (("start", "end"), ("from", "to"), ("min", "max"), ("begin", "end"), ("since", "until"),
+               ("check_in", "check_out"), ("earliest", "latest"), ("low", "high"))  # fmt: skip
+
+
+def _range_partner(name: str) -> str | None:
+    """The upper end named like `name`'s lower end (`start_date` -> `end_date`, `minPrice` -> `maxPrice`)."""
+    for low, high in _RANGE_ENDS:
+        for pattern in (rf"^{low}(?=[_A-Z]|$)", rf"(?<=_){low}$", rf"(?<=[a-z]){low.capitalize()}$"):
+            if re.search(pattern, name):
+                return re.sub(pattern, high if pattern.startswith("^") or "_" in pattern else high.capitalize(), name)
+    return None
+
+
+def _comparable(a: Any, b: Any) -> bool:
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))
+    dates = all(isinstance(v, str) and re.match(r"^\d{4}-\d{2}-\d{2}", v) for v in (a, b))
+    return numbers or dates
+
+
+def order_ranges(args: dict[str, Any], free: frozenset[str] | None = None) -> dict[str, Any]:
+    """Swap the two ends of a range drawn in the wrong order (`start_date` after `end_date`, `min_price` above
+    `max_price`), in nested objects too. Only values in `free` (top-level names drawn from context, None: all) are
+    touched: a value taken from an earlier call stays as it came."""
+    out = {k: order_ranges(v) if isinstance(v, dict) else v for k, v in args.items()}
+    for low in list(out):
+        high = _range_partner(low)
+        if high is None or high not in out or (free is not None and not {low, high} <= free):
+            continue
+        if _comparable(out[low], out[high]) and out[low] > out[high]:
+            out[low], out[high] = out[high], out[low]
+    return out
 
 
 def _new_key(
@@ -765,6 +819,28 @@ def _skeleton_seed(seed: int, skeleton: Skeleton) -> int:
     return int(short_hash([seed, skeleton.model_dump(mode="json")], 8), 16)
 
 
+def is_linked(trace: GoldenTrace) -> bool:
+    """Whether a value one call returned is an argument of a later call (the trace is more than independent calls)."""
+    return len(trace.stages) > 1 and any(call.dependency_args for stage in trace.stages for call in stage.calls)
+
+
+def _limit_unlinked(traces: Sequence[GoldenTrace], limit: int) -> tuple[list[GoldenTrace], list[GoldenTrace]]:
+    """(kept, dropped): every linked trace, plus at most `limit` unlinked ones, greedily by tools not yet covered."""
+    def tools(trace: GoldenTrace) -> set[str]:
+        return {call.name for stage in trace.stages for call in stage.calls}
+
+    covered = set().union(*(tools(t) for t in traces if is_linked(t)))
+    pending = [t for t in traces if not is_linked(t)]
+    chosen: set[str] = set()
+    while pending and len(chosen) < limit:
+        best = max(pending, key=lambda t: len(tools(t) - covered))  # first of equals: sampling order
+        chosen.add(best.trace_id)
+        covered |= tools(best)
+        pending.remove(best)
+    keep = [is_linked(t) or t.trace_id in chosen for t in traces]
+    return [t for t, k in zip(traces, keep) if k], [t for t, k in zip(traces, keep) if not k]
+
+
 def reconstruct_all(
     env: EnvironmentLike,
     dags: Sequence[nx.DiGraph],
@@ -772,6 +848,7 @@ def reconstruct_all(
     *,
     seed: int = 0,
     tries: int = 6,
+    max_unlinked: int | None = None,
 ) -> ReconstructionResult:
     """Reconstruct every skeleton of one environment on one reused session; failures are quarantined.
 
@@ -781,6 +858,9 @@ def reconstruct_all(
         skeletons: From `tdg.dus.sample_skeletons_for_coverage`.
         seed: Base seed; each skeleton's seed derives from it and the skeleton's content.
         tries: Argument draws per call (see `reconstruct_trace`).
+        max_unlinked: Most traces kept in which no value flows from one call into another (`is_linked`); None
+            keeps all. Those that add the most tools not covered by the linked ones are kept, the rest are dropped
+            as ``single_stage``: an environment whose tools share no data yields a few such tasks, not ten.
 
     Returns:
         `ReconstructionResult(traces, quarantine, report)`: produced + dropped == len(skeletons); duplicate traces
@@ -813,6 +893,11 @@ def reconstruct_all(
                 continue
             seen.add(trace.trace_id)
             traces.append(trace)
+    if max_unlinked is not None:
+        traces, unlinked = _limit_unlinked(traces, max_unlinked)
+        quarantine += [QuarantineRecord(item_id=f"{env.env_id}/{t.trace_id}", stage=STAGE, reason="single_stage",
+                                        detail=f"no value flows between its calls; {max_unlinked} such traces kept "
+                                        "per environment") for t in unlinked]  # fmt: skip
     dropped = Counter(q.reason.split(":")[0] for q in quarantine)
     report = StageReport(stage=STAGE, inputs=len(skeletons), produced=len(traces),
                          dropped=dict(sorted(dropped.items())))  # fmt: skip

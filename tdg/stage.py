@@ -117,7 +117,7 @@ def run_reconstruct(items: Sequence[Item], cfg: BuildConfig, out: Path) -> Shard
         inputs += len(skeletons)
         env = load_env(item, out)
         dags = [read_graph(resolve_path(out, p)).dag for p in item["graphs"]]
-        result = reconstruct_all(env, dags, skeletons, seed=cfg.tdg.seed)
+        result = reconstruct_all(env, dags, skeletons, seed=cfg.tdg.seed, max_unlinked=cfg.tdg.max_unlinked_traces)
         quarantine.extend(result.quarantine)
         if result.traces:
             produced_ids.extend(t.trace_id for t in result.traces)

@@ -129,3 +129,29 @@ def test_llm_variant_is_validated() -> None:
     ):
         with pytest.raises(CodegenError, match="invalid_database: .*ACC-404"):
             synthesize_database(rt, seed=0, client=client)
+
+
+def test_collections_keyed_by_one_natural_key_share_their_keys() -> None:
+    """`scan_project(project_path)` and `get_progress_statistics(project_path)` address the same projects, so a path
+    one returns names a record of the other (data can flow between the two calls of a golden trace)."""
+    from data.models import RawTool
+    from tests.envgen._envgen_samples import sample
+
+    def lookup(name: str, description: str) -> RawTool:
+        return RawTool(name=name, description=description,
+                       parameters={"type": "object", "properties": {"project_path": {"type": "string"}},
+                                   "required": ["project_path"]})  # fmt: skip
+
+    toolset = sample("Acme Shop").model_copy(update={"name": "iOS migration", "tools": (
+        lookup("scan_project", "Scan an iOS project for migration issues."),
+        lookup("get_progress_statistics", "Get the migration progress statistics of a project."),
+        lookup("evaluate_project_quality", "Evaluate the code quality of a project."),
+    )})  # fmt: skip
+    rt = refactor_toolset(toolset, EnvGenConfig())
+    plan = plan_environment(rt.tools)
+    keyed = [e.name for e in plan.entities if e.id_field == "project_path"]
+    assert len(keyed) >= 2, [(e.name, e.id_field) for e in plan.entities]
+    for seed in range(5):
+        db = synthesize_database(rt, seed=seed)
+        assert len({frozenset(db[name]) for name in keyed}) == 1, {name: sorted(db[name]) for name in keyed}
+        assert check_database(plan, db) == []

@@ -117,6 +117,62 @@ def test_env_without_edges_yields_single_stage_traces() -> None:
     assert all(not c.dependency_args for t in result.traces for c in t.stages[0].calls)
 
 
+def test_unlinked_traces_are_capped_per_env_keeping_coverage() -> None:
+    """Independent calls make weak tasks: at most `max_unlinked` of them are kept, those covering the most tools."""
+    from tdg.reconstruct import is_linked
+
+    env = _shop()
+    dag = nx.DiGraph(env_id="shop", graph_index=0)
+    dag.add_nodes_from(env.tool_names)
+    skeletons = [sample_skeleton(dag, max_parallel=3, seed=s) for s in range(6)]
+    everything = reconstruct_all(env, [dag], skeletons, seed=0)
+    capped = reconstruct_all(env, [dag], skeletons, seed=0, max_unlinked=2)
+    assert everything.report.produced > 2 and not any(is_linked(t) for t in everything.traces)
+    assert capped.report.produced == 2 and capped.report.balanced
+    assert capped.report.dropped["single_stage"] == everything.report.produced - 2
+    tools = [{c.name for c in t.stages[0].calls} for t in everything.traces]
+    kept = {c.name for t in capped.traces for c in t.stages[0].calls}
+    assert len(kept) >= max(len(a | b) for a in tools for b in tools)  # greedy pair covers as much as any pair
+
+
+def test_linked_traces_are_never_capped(shop_run) -> None:
+    from tdg.reconstruct import is_linked
+
+    env, dags, skeletons, result = shop_run
+    capped = reconstruct_all(env, dags, skeletons, seed=11, max_unlinked=0)
+    assert capped.traces == [t for t in result.traces if is_linked(t)] and capped.traces
+
+
+def test_a_computed_result_feeds_the_next_calculation() -> None:
+    """A semantic edge whose closest fields are `mean.result ~ floor.number` passes the mean on, even at a low
+    cosine: a calculation feeding the next one is data flow."""
+    from data.models import ToolSchema
+
+    number = {"type": "object", "properties": {"result": {"type": "number"}, "status": {"type": "string"}}}
+    schemas = [
+        ToolSchema(name="mean", raw_name="mean", description="Mean of numbers.", kind="action", response=number,
+                   parameters={"type": "object", "properties": {"numbers": {"type": "array", "items": {
+                       "type": "number"}, "minItems": 1}}, "required": ["numbers"]}),
+        ToolSchema(name="floor", raw_name="floor", description="Round a number down.", kind="action", response=number,
+                   parameters={"type": "object", "properties": {"number": {"type": "number"}},
+                               "required": ["number"]}),
+    ]  # fmt: skip
+    source = (
+        "import math\n"
+        "def mean(db, numbers):\n    return {'status': 'success', 'result': sum(numbers) / len(numbers)}\n"
+        "def floor(db, number):\n    return {'status': 'success', 'result': math.floor(number)}\n"
+    )
+    env = Environment.from_parts("calc", schemas, {}, source)
+    dag = nx.DiGraph(env_id="calc", graph_index=0)
+    dag.add_edge("mean", "floor", evidence="semantic: P(edge)=0.20 from names and descriptions; closest fields "
+                 "mean.response.result ~ floor.number (cos 0.218)")  # fmt: skip
+    skeleton = Skeleton(env_id="calc", graph_index=0, stages=(("mean",), ("floor",)), seed=0)
+    trace = reconstruct_trace(env, dag, skeleton, seed=0)
+    mean, floor = trace.stages[0].calls[0], trace.stages[1].calls[0]
+    assert floor.dependency_args == {"number": "mean.result"}
+    assert floor.arguments["number"] == mean.output["result"]
+
+
 def test_a_raising_tool_drops_only_its_skeletons() -> None:
     source = (
         (SHOP_ENV / "tools.py")
@@ -295,3 +351,18 @@ class TestKeysFromTheLiveDB:
                                 assert call.output.get("status") != "error"
                                 checked += 1
         assert checked >= 10
+
+
+def test_range_ends_are_drawn_in_order() -> None:
+    from tdg.reconstruct import order_ranges
+
+    drawn = {"start_date": "2025-12-28", "end_date": "2025-02-07", "minPrice": 80.0, "maxPrice": 12.5,
+             "event": {"date_from": "2025-06-23", "date_to": "2025-02-23"}, "tomorrow": "x"}  # fmt: skip
+    assert order_ranges(drawn) == {"start_date": "2025-02-07", "end_date": "2025-12-28", "minPrice": 12.5,
+                                   "maxPrice": 80.0, "event": {"date_from": "2025-02-23", "date_to": "2025-06-23"},
+                                   "tomorrow": "x"}  # fmt: skip
+    in_order = {"start_date": "2025-01-01", "end_date": "2025-02-01", "min_price": 1, "max_price": "9"}
+    assert order_ranges(in_order) == in_order  # already ordered, or not comparable: untouched
+    # a value that came from an earlier call is not moved
+    assert order_ranges({"start_date": "2025-03-01", "end_date": "2025-01-01"}, frozenset({"end_date"}))[
+        "start_date"] == "2025-03-01"
