@@ -87,7 +87,7 @@ _MISSING = object()
 _STRUCTURAL = frozenset({"status", "message"})
 _TERMINAL_STATUSES = frozenset(QualityConfig().terminal_statuses)
 _PLACEHOLDERS = tuple(re.compile(p, re.IGNORECASE) for p in PLACEHOLDER_PATTERNS)
-_CLOSEST_FIELD_MIN_COS = 0.5  # a semantic edge's closest field pair below this similarity passes nothing on
+_CLOSEST_FIELD_MIN_COS = 0.9  # only near-identical names: `id ~ maxbggrating (cos 0.57)` is no data flow
 _RESULT_FIELDS = frozenset({"result", "value", "answer", "output"})
 _NAME_KEYS = ("name", "title", "label", "full_name", "username", "display_name", "email", "subject", "code")
 

@@ -148,7 +148,8 @@ def test_a_computed_result_feeds_the_next_calculation() -> None:
     cosine: a calculation feeding the next one is data flow."""
     from data.models import ToolSchema
 
-    number = {"type": "object", "properties": {"result": {"type": "number"}, "status": {"type": "string"}}}
+    number = {"type": "object", "properties": {"result": {"type": "number"}, "count": {"type": "integer"},
+                                               "status": {"type": "string"}}}  # fmt: skip
     schemas = [
         ToolSchema(name="mean", raw_name="mean", description="Mean of numbers.", kind="action", response=number,
                    parameters={"type": "object", "properties": {"numbers": {"type": "array", "items": {
@@ -159,7 +160,7 @@ def test_a_computed_result_feeds_the_next_calculation() -> None:
     ]  # fmt: skip
     source = (
         "import math\n"
-        "def mean(db, numbers):\n    return {'status': 'success', 'result': sum(numbers) / len(numbers)}\n"
+        "def mean(db, numbers):\n    return {'status': 'success', 'result': sum(numbers) / len(numbers), 'count': 2}\n"
         "def floor(db, number):\n    return {'status': 'success', 'result': math.floor(number)}\n"
     )
     env = Environment.from_parts("calc", schemas, {}, source)
@@ -171,6 +172,10 @@ def test_a_computed_result_feeds_the_next_calculation() -> None:
     mean, floor = trace.stages[0].calls[0], trace.stages[1].calls[0]
     assert floor.dependency_args == {"number": "mean.result"}
     assert floor.arguments["number"] == mean.output["result"]
+    # a merely similar field is no data flow (`bggs[].id ~ maxbggrating (cos 0.567)` in a real Toucan graph)
+    dag.edges["mean", "floor"]["evidence"] = ("semantic: P(edge)=0.52 from names and descriptions; closest fields "
+                                              "mean.response.count ~ floor.number (cos 0.567)")  # fmt: skip
+    assert reconstruct_trace(env, dag, skeleton, seed=0).stages[1].calls[0].dependency_args == {}
 
 
 def test_a_raising_tool_drops_only_its_skeletons() -> None:
