@@ -12,9 +12,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from tasks.stage_table import STAGE_ORDER
+
 __all__ = ["stage_progress", "StageTracker"]
 
-_STAGES = ("envgen", "tdg", "sample", "reconstruct", "tasks", "verify", "export", "convert")
 _SHARD = re.compile(r"^(\w+) shard (\d+): (.*)$")
 _TASK_LOGGER = "prefect.task_runs"
 
@@ -96,7 +97,7 @@ def stage_progress(console: Console) -> Iterator[StageTracker]:
     with Progress(*columns, console=console, transient=False) as progress:
         tracker = StageTracker()
         handler = _ProgressHandler(
-            progress, progress.add_task("starting Prefect", total=len(_STAGES)), console, tracker
+            progress, progress.add_task("starting Prefect", total=len(STAGE_ORDER)), console, tracker
         )
         previous_level = logger.level
         logger.setLevel(logging.INFO)
