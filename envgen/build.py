@@ -142,38 +142,31 @@ def _quarantine_reason(report: TestReport) -> tuple[str, str]:
     return f"tests_failed:{first.tool or first.name}", first.message[:500]
 
 
-class _BorrowedWorker:
-    """Borrows a pool worker for one load + test run only, so LLM calls between runs hold no sandbox."""
+class _Sandboxes:
+    """Where one toolset's attempts run: a pool worker borrowed for one attempt's sandbox work only (load, tests,
+    mutation), so LLM calls between attempts hold no sandbox; or one private worker for the whole build."""
 
-    def __init__(self, pool: SandboxPool, seed: int) -> None:
-        self._pool, self._seed = pool, seed
-        self._lease: AbstractContextManager[SandboxWorker] | None = None
-        self._worker: SandboxWorker | None = None
-        self.isolation: dict[str, str] = {}  # what the last borrowed worker reported (for the manifest)
+    def __init__(self, pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> None:
+        self._pool, self._cfg, self._seed = pool, cfg, seed
+        self._own: SandboxWorker | None = None
+        self.isolation: dict[str, str] = {}  # what the last worker reported (for the manifest)
 
-    def load(self, source: str, db: dict[str, Any]) -> None:
-        self.release()
-        self._lease = self._pool.acquire(seed=self._seed)
-        self._worker = self._lease.__enter__()
-        try:
-            self._worker.load(source, db)
-            self.isolation = dict(self._worker.isolation)
-        except BaseException:
-            self.release()
-            raise
+    @contextmanager
+    def session(self) -> Iterator[SandboxWorker]:
+        if self._pool is not None:
+            with self._pool.acquire(seed=self._seed) as worker:
+                self.isolation = dict(worker.isolation)
+                yield worker
+            return
+        if self._own is None:
+            self._own = SandboxWorker(_limits(self._cfg), seed=self._seed)
+        self.isolation = dict(self._own.isolation)
+        yield self._own
 
-    def run_tests(self, *args: Any, **kwargs: Any) -> TestReport:
-        if self._worker is None:
-            raise SandboxError("run_tests before load")
-        try:
-            return self._worker.run_tests(*args, **kwargs)
-        finally:
-            self.release()
-
-    def release(self) -> None:
-        lease, self._lease, self._worker = self._lease, None, None
-        if lease is not None:
-            lease.__exit__(None, None, None)
+    def close(self) -> None:
+        own, self._own = self._own, None
+        if own is not None:
+            own.close()
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -187,16 +180,12 @@ def _unavailable(exc: BaseException) -> bool:
 
 
 @contextmanager
-def _worker(pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> Iterator[Any]:
-    if pool is not None:
-        borrowed = _BorrowedWorker(pool, seed)
-        try:
-            yield borrowed
-        finally:
-            borrowed.release()
-        return
-    with SandboxWorker(_limits(cfg), seed=seed) as worker:
-        yield worker
+def _sandboxes(pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> Iterator[_Sandboxes]:
+    sandboxes = _Sandboxes(pool, cfg, seed)
+    try:
+        yield sandboxes
+    finally:
+        sandboxes.close()
 
 
 def _limits(cfg: EnvGenConfig) -> SandboxLimits:
@@ -215,7 +204,7 @@ class _Attempt(StrictModel):
 
 
 def _attempt(
-    refactored: RefactoredToolset, cfg: EnvGenConfig, worker: Any, *, seed: int,
+    refactored: RefactoredToolset, cfg: EnvGenConfig, sandboxes: _Sandboxes, *, seed: int,
     client: LLMClient | None, failures: list[str], timings: dict[str, float], gate: AbstractContextManager[Any],
 ) -> _Attempt:  # fmt: skip
     start = time.perf_counter()
@@ -226,22 +215,22 @@ def _attempt(
     start = time.perf_counter()
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
     try:
-        with gate:  # CPython 3.11's ast.parse is not thread-safe (gh-106905); the sandbox parses in this process
+        # one worker for the whole sandbox part of the attempt: the tests, then the mutants of the same env
+        with gate, sandboxes.session() as worker:
             worker.load(tools_source, db)
             report = worker.run_tests(tests_source, schemas, total_seconds=cfg.test_budget_seconds)
-        if report.passed and cfg.mutation_testing:
-            mutation_start = time.perf_counter()
-            with gate:
-                mutation = score_suite(refactored, db, tools_source, worker, seed=seed,
+            if report.passed and cfg.mutation_testing:
+                mutation_start = time.perf_counter()
+                mutation = score_suite(refactored, db, tools_source, worker, seed=seed, tests_source=tests_source,
                                        budget_seconds=cfg.test_budget_seconds)  # fmt: skip
-            report = report.model_copy(update={"mutation": mutation})
-            timings["mutation_s"] = timings.get("mutation_s", 0.0) + time.perf_counter() - mutation_start
+                report = report.model_copy(update={"mutation": mutation})
+                timings["mutation_s"] = timings.get("mutation_s", 0.0) + time.perf_counter() - mutation_start
         report = report.model_copy(update={"rejected_calls": rejected_call_counts(refactored, db, seed=seed)})
     except SandboxError as exc:
         report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
     timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start
     return _Attempt(refactored=refactored, db=db, tools_source=tools_source, tests_source=tests_source,
-                    report=report, seed=seed, isolation=dict(worker.isolation))  # fmt: skip
+                    report=report, seed=seed, isolation=dict(sandboxes.isolation))  # fmt: skip
 
 
 def _artifacts(
@@ -378,10 +367,10 @@ def _repair_loop(
     failures: list[str] = []
     report = TestReport(passed=False, cases=(), duration_s=0.0, error="not run")
     weak: str | None = None
-    with _worker(pool, cfg, cfg.seed) as worker:
+    with _sandboxes(pool, cfg, cfg.seed) as sandboxes:
         for attempt in range(cfg.max_repairs + 1):
             try:
-                last = _attempt(refactored, cfg, worker, seed=cfg.seed + attempt, client=client,
+                last = _attempt(refactored, cfg, sandboxes, seed=cfg.seed + attempt, client=client,
                                 failures=failures, timings=timings, gate=gate)  # fmt: skip
             except CodegenError as exc:
                 if _unavailable(exc):  # an outage is not the code's fault: no repair round spent on it

@@ -12,7 +12,6 @@ Which operators apply to a tool follows its behaviour family (`applicable`). Sco
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ from envgen.testgen import generate_tests_source
 from gustforge.errors import SandboxError
 from gustforge.registry import Registry
 from gustforge.sandbox import SandboxWorker
+from gustforge.sandbox.testing import VariantRun
 
 __all__ = ["OPERATORS", "applicable", "mutant_source", "score_suite"]
 
@@ -131,11 +131,6 @@ def _alias(index: int, tool: str) -> str:
     return f"mut_{index}_{tool}"[:120]
 
 
-def _redirect(tests: str, tool: str, alias: str) -> str:
-    """Point the tests' direct calls of `tool` at the mutant (schemas and names stay the tool's)."""
-    return tests.replace(f"env.call_tool({tool!r},", f"env.call_tool({alias!r},")
-
-
 def score_suite(
     refactored: RefactoredToolset,
     db: dict[str, Any],
@@ -144,11 +139,14 @@ def score_suite(
     *,
     seed: int,
     budget_seconds: float = 60.0,
+    tests_source: str | None = None,
 ) -> MutationReport:
     """Run every applicable mutant against the tests of its tool; a mutant is killed when any test fails.
 
-    All mutants are loaded at once as extra functions (`mut_<i>_<tool>`) next to the real tools, and each
-    mutant's run points the tests' direct calls at it: one sandbox load per env instead of one per mutant.
+    The tools module is loaded once and every mutant is added to it as an extra function (`mut_<i>_<tool>`,
+    `SandboxWorker.extend`: the mutants' own text passes the static check, the module's text was checked when
+    it was loaded). The env's tests module is loaded once; each mutant runs the tests of its tool with their
+    `env.call_tool(tool, ...)` calls pointed at the mutant, in order, and stops at the first failing test.
 
     Args:
         refactored: the refactored toolset.
@@ -157,50 +155,44 @@ def score_suite(
         worker: a sandbox worker (left loaded with the mutants; the caller reloads what it needs next).
         seed: the seed the tests were generated with.
         budget_seconds: wall budget; mutants left when it runs out count as not killed.
+        tests_source: the env's tests module (generated from `refactored`, `db` and `seed` when omitted).
 
     Returns:
         The `MutationReport` (score None when no operator applies).
     """
     env = plan_environment(refactored.tools, refactored.log_only)
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
-    deadline = time.perf_counter() + budget_seconds
-    planned: list[tuple[str, str, str, str]] = []  # (tool, operator, alias, tests)
-    source = tools_source
+    planned: list[tuple[str, str, str]] = []  # (tool, operator, alias)
+    wrappers: list[str] = []
     for tool, plan in zip(refactored.tools, env.tools, strict=True):
-        operators = applicable(tool, plan, env, db)
-        if not operators:
-            continue
-        tests = generate_tests_source(refactored, db, seed=seed, only=tool.name)
-        for operator in operators:
+        for operator in applicable(tool, plan, env, db):
             alias = _alias(len(planned), tool.name)
-            source += _wrapper(alias, tool, plan, env, operator, rebind=False)
-            planned.append((tool.name, operator, alias, _redirect(tests, tool.name, alias)))
+            wrappers.append(_wrapper(alias, tool, plan, env, operator, rebind=False))
+            planned.append((tool.name, operator, alias))
     if not planned:
         return MutationReport(score=None, killed=0, total=0)
+    if tests_source is None:
+        tests_source = generate_tests_source(refactored, db, seed=seed)
     try:
-        worker.load(source, db)
+        worker.load(tools_source, db)
+        worker.extend("".join(wrappers))
+        variants = [(tool, {tool: alias}) for tool, _, alias in planned]
+        error, runs = worker.run_tool_variants(tests_source, schemas, variants, total_seconds=budget_seconds)
     except SandboxError as exc:
-        results = [MutantResult(operator=op, tool=tool, killed=False, by=f"not run: {exc}"[:200])
-                   for tool, op, _, _ in planned]  # fmt: skip
+        error, runs = f"{type(exc).__name__}: {exc}", []
+    if error is not None:
+        results = [MutantResult(operator=op, tool=tool, killed=False, by=f"not run: {error}"[:200])
+                   for tool, op, _ in planned]  # fmt: skip
         return MutationReport(score=0.0, killed=0, total=len(results), mutants=tuple(results))
-    results = [_run_mutant(worker, tests, schemas, tool, op, deadline) for tool, op, _, tests in planned]
+    results = [_result(tool, op, run) for (tool, op, _), run in zip(planned, runs, strict=True)]
     killed = sum(r.killed for r in results)
     return MutationReport(score=round(killed / len(results), 4), killed=killed, total=len(results),
                           mutants=tuple(results))  # fmt: skip
 
 
-def _run_mutant(
-    worker: SandboxWorker, tests: str, schemas: dict[str, Any], tool: str, operator: str, deadline: float
-) -> MutantResult:
-    remaining = deadline - time.perf_counter()
-    if remaining <= 0:
-        return MutantResult(operator=operator, tool=tool, killed=False, by="not run: mutation budget exhausted")
-    try:
-        report = worker.run_tests(tests, schemas, total_seconds=min(remaining, 20.0))
-    except SandboxError as exc:
-        return MutantResult(operator=operator, tool=tool, killed=True, by=f"sandbox: {type(exc).__name__}")
-    if report.error is not None and not report.cases:
-        return MutantResult(operator=operator, tool=tool, killed=False, by=f"not run: {report.error[:200]}")
-    first = next((c for c in report.failures), None)
+def _result(tool: str, operator: str, run: VariantRun) -> MutantResult:
+    if not run.ran:
+        return MutantResult(operator=operator, tool=tool, killed=False, by=f"not run: {run.note}"[:200])
+    first = run.failure
     return MutantResult(operator=operator, tool=tool, killed=first is not None,
                         by=f"{first.name}: {first.message[:160]}" if first else "")  # fmt: skip

@@ -254,10 +254,12 @@ def _builtins(proxies: dict[str, ModuleProxy]) -> dict[str, Any]:
 
 
 def _compile(source: str, label: str, *, static_check: bool = True) -> types.CodeType:
-    violations = POLICY.find_violations(source) if static_check else []
-    if violations:
-        raise Fault("violation", f"{label}: " + "; ".join(violations))
-    return compile(source, f"<{label}>", "exec", dont_inherit=True)
+    if not static_check:
+        return compile(source, f"<{label}>", "exec", dont_inherit=True)
+    tree, violations = POLICY.checked_tree(source)
+    if violations or tree is None:
+        raise Fault("violation", f"{label}: " + "; ".join(violations or ["source cannot be parsed"]))
+    return compile(tree, f"<{label}>", "exec", dont_inherit=True)  # the tree that was checked, not a re-parse
 
 
 class Limits:
@@ -350,6 +352,7 @@ class Sandbox(_Sealed):
         self.static_check = static_check
         self.validation = validation
         self.tools_code: types.CodeType | None = None
+        self.extensions: list[types.CodeType] = []  # extra functions exec'd into the tools module (mutants)
         self.db_json = "{}"
         self.seed = 0
         self.db: dict[str, Any] = {}
@@ -370,7 +373,15 @@ class Sandbox(_Sealed):
 
     def unload(self) -> None:
         self.tools_code, self.db, self.tools, self.tests, self.schemas = None, {}, {}, {}, {}
-        self.parameters = {}
+        self.parameters, self.extensions = {}, []
+
+    def extend(self, source: str) -> list[str]:
+        """Exec `source` into the tools module after it, now and on every reset; it passes the same check."""
+        if self.tools_code is None:
+            raise Fault("error", "no tools module is loaded")
+        self.extensions.append(_compile(source, "tools", static_check=self.static_check))
+        self.reset()
+        return list(self.tools)
 
     def reset(self, db: dict[str, Any] | None = None) -> None:
         """Fresh tools module and initial DB; `db` (sent by the parent, which holds the authoritative copy) wins."""
@@ -379,17 +390,18 @@ class Sandbox(_Sealed):
         if db is not None:
             self.db_json = json.dumps(db)
         self.db = json.loads(self.db_json)
-        namespace = self._exec(self.tools_code, "tools")
+        namespace = self._exec(self.tools_code, "tools", *self.extensions)
         self.tools = {name: value for name, value in namespace.items() if _is_public_function(name, value, "tools")}
 
     def set_db(self, db: dict[str, Any]) -> None:
         self.db = json.loads(json.dumps(db))
 
-    def _exec(self, code: types.CodeType, module_name: str) -> dict[str, Any]:
+    def _exec(self, code: types.CodeType, module_name: str, *more: types.CodeType) -> dict[str, Any]:
         namespace: dict[str, Any] = {"__builtins__": _builtins(_proxies(self.seed)), "__name__": module_name}
         self.limits.arm()
         try:
-            exec(code, namespace)
+            for part in (code, *more):
+                exec(part, namespace)
         except MemoryError:
             raise
         except Exception as exc:
@@ -433,12 +445,20 @@ class Sandbox(_Sealed):
         }
         return list(self.tests)
 
-    def run_test(self, name: str) -> dict[str, Any]:
+    def run_test(self, name: str, redirect: Any = None) -> dict[str, Any]:
+        """Run one test on a fresh module and DB; `redirect` {tool: function} points its `env.call_tool(tool)`
+        calls at another loaded function (a mutant), names and schemas staying the tool's."""
         test = self.tests.get(name)
         if test is None:
             raise Fault("error", f"unknown test {name!r}")
+        redirect = dict(redirect or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in redirect.items()):
+            raise Fault("error", "redirect must map tool names to function names")
         self.reset()
-        env = TestEnv(self)
+        unknown = sorted(v for v in redirect.values() if v not in self.tools)
+        if unknown:
+            raise Fault("error", f"redirect to functions that are not loaded: {unknown[:5]}")
+        env = TestEnv(self, redirect)
         self.limits.arm()
         try:
             returned = test(env)
@@ -493,10 +513,11 @@ class TestEnv(_Sealed):
     `_failures`, and a test could clear its own failures.
     """
 
-    __slots__ = ("_sandbox", "_failures", "_called", "schemas")
+    __slots__ = ("_sandbox", "_failures", "_called", "_redirect", "schemas")
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, redirect: dict[str, str] | None = None) -> None:
         self._sandbox = sandbox
+        self._redirect = dict(redirect or {})
         self._failures: list[str] = []
         self._called: list[str] = []
         self.schemas = copy.deepcopy(sandbox.schemas)
@@ -524,7 +545,8 @@ class TestEnv(_Sealed):
             args = json.loads(json.dumps({} if args is None else args, allow_nan=False))
         except (TypeError, ValueError) as exc:
             return {"status": "error", "message": f"invalid arguments: not JSON: {exc}"}
-        return self._sandbox.call(tool, args if isinstance(args, dict) else {}, validate=False)
+        target = self._redirect.get(tool, tool) if isinstance(tool, str) else tool
+        return self._sandbox.call(target, args if isinstance(args, dict) else {}, validate=False)
 
     def db(self) -> dict[str, Any]:
         return copy.deepcopy(self._sandbox.db)
@@ -560,10 +582,12 @@ def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
         return sandbox.reset(request.get("db"))
     if op == "unload":
         return sandbox.unload()
+    if op == "extend":
+        return sandbox.extend(request["source"])
     if op == "load_tests":
         return sandbox.load_tests(request["source"], request["schemas"])
     if op == "run_test":
-        return sandbox.run_test(request["name"])
+        return sandbox.run_test(request["name"], request.get("redirect"))
     if op == "ping":
         return "pong"
     raise Fault("error", f"unknown op {op!r}")

@@ -38,6 +38,7 @@ __all__ = [
     "FORBIDDEN_NAMES",
     "FORBIDDEN_ATTRIBUTES",
     "MAX_SOURCE_CHARS",
+    "checked_tree",
     "find_violations",
 ]
 
@@ -241,19 +242,29 @@ def find_violations(source: str) -> list[str]:
         >>> find_violations("import os")[0][:40]
         "line 1: import of module 'os' is not all"
     """
+    return checked_tree(source)[1]
+
+
+def checked_tree(source: str) -> tuple[ast.Module | None, list[str]]:
+    """`(tree, violations)`: the parsed module (None when it does not parse) and `find_violations(source)`.
+
+    The worker compiles the very tree it checked instead of parsing the text a second time.
+    """
     if len(source) > MAX_SOURCE_CHARS:
-        return [f"line 1: source is {len(source)} characters, more than the limit {MAX_SOURCE_CHARS}"]
+        return None, [f"line 1: source is {len(source)} characters, more than the limit {MAX_SOURCE_CHARS}"]
     try:
         tree = _parse(source)
     except SyntaxError as exc:
-        return [f"line {exc.lineno or 0}: syntax error: {exc.msg}"]
+        return None, [f"line {exc.lineno or 0}: syntax error: {exc.msg}"]
     except (RecursionError, MemoryError, ValueError) as exc:
-        return [f"line 0: source cannot be parsed: {type(exc).__name__}"]
+        return None, [f"line 0: source cannot be parsed: {type(exc).__name__}"]
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        line = int(getattr(node, "lineno", 0))
-        found.extend((line, f"line {line}: {message}") for message in _node_violations(node))
-    return [message for _, message in sorted(found, key=lambda item: item[0])]
+        messages = _node_violations(node)
+        if messages:
+            line = int(getattr(node, "lineno", 0))
+            found.extend((line, f"line {line}: {message}") for message in messages)
+    return tree, [message for _, message in sorted(found, key=lambda item: item[0])]
 
 
 def _node_violations(node: ast.AST) -> list[str]:
