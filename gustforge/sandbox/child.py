@@ -177,6 +177,41 @@ def _deepcopy(x: Any) -> Any:
     return copy.deepcopy(x)
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+_PLAIN_DEPTH = 100
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if depth > _PLAIN_DEPTH:  # deeper than any JSON data the harness hands out; maybe a cycle
+        raise _NotPlain
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) not in _ATOMS:
+                raise _NotPlain
+            out[key] = item if type(item) in _ATOMS else _plain(item, depth + 1)
+        return out
+    if kind is list:
+        return [item if type(item) in _ATOMS else _plain(item, depth + 1) for item in value]
+    raise _NotPlain
+
+
+def _data_copy(value: Any) -> Any:
+    """A deep copy of the DB handed to a test: plain dicts, lists and scalars (exact types) are copied directly,
+    anything else a tool left there goes through `copy.deepcopy` (the result is equal either way)."""
+    try:
+        return _plain(value, 0)
+    except _NotPlain:
+        return copy.deepcopy(value)
+
+
 def _namedtuple(typename: Any, field_names: Any, *, rename: bool = False, defaults: Any = None) -> Any:
     """`namedtuple` with a fixed module (the real one walks `sys._getframe`, which the audit hook refuses)."""
     return namedtuple(typename, field_names, rename=rename, defaults=defaults, module="sandbox")
@@ -229,12 +264,18 @@ def _proxies(seed: int) -> dict[str, ModuleProxy]:
         "copy": {"copy": _copy, "deepcopy": _deepcopy},
     }
     proxies = {}
-    for name, exports in POLICY.MODULE_EXPORTS.items():
+    for name in POLICY.MODULE_EXPORTS:
         source = overrides.get(name, {})
-        module = _REAL_MODULES.get(name)
-        attrs = {attr: source[attr] if attr in source else getattr(module, attr) for attr in sorted(exports)}
+        attrs = {attr: source[attr] if attr in source else real for attr, real in _real_exports(name)}
         proxies[name] = ModuleProxy(name, attrs)
     return proxies
+
+
+@functools.cache
+def _real_exports(name: str) -> tuple[tuple[str, Any], ...]:
+    """(attribute, real value) of an allowed module's exports, sorted; None where an override supplies it."""
+    module = _REAL_MODULES.get(name)
+    return tuple((attr, getattr(module, attr, None)) for attr in sorted(POLICY.MODULE_EXPORTS[name]))
 
 
 def _builtins(proxies: dict[str, ModuleProxy]) -> dict[str, Any]:
@@ -359,27 +400,41 @@ class Sandbox(_Sealed):
         self.tools: dict[str, Any] = {}
         self.tests: dict[str, Any] = {}
         self.schemas: dict[str, Any] = {}
+        self.schemas_json = "{}"
         self.parameters: dict[str, Any] = {}
+        self._compiled: dict[tuple[str, str], types.CodeType] = {}  # the last few modules checked and compiled
 
     def load(self, source: str, db: dict[str, Any], seed: int, parameters: dict[str, Any] | None = None) -> list[str]:
         self.unload()
         if parameters and not self.validation:
             raise Fault("error", "this worker was started without validation: it cannot check tool arguments")
-        self.tools_code = _compile(source, "tools", static_check=self.static_check)
+        self.tools_code = self._compile(source, "tools")
         self.db_json, self.seed = json.dumps(db), seed
         self.parameters = dict(parameters or {})
         self.reset()
         return list(self.tools)
 
+    def _compile(self, source: str, label: str) -> types.CodeType:
+        """`_compile`, remembered per text: the same env's module loaded again (tests, then mutation) is checked
+        and compiled once per process (a code object is immutable; each load still execs it afresh)."""
+        key = (label, source)
+        code = self._compiled.get(key)
+        if code is None:
+            code = _compile(source, label, static_check=self.static_check)
+            while len(self._compiled) >= 4:
+                del self._compiled[next(iter(self._compiled))]
+            self._compiled[key] = code
+        return code
+
     def unload(self) -> None:
         self.tools_code, self.db, self.tools, self.tests, self.schemas = None, {}, {}, {}, {}
-        self.parameters, self.extensions = {}, []
+        self.parameters, self.extensions, self.schemas_json = {}, [], "{}"
 
     def extend(self, source: str) -> list[str]:
         """Exec `source` into the tools module after it, now and on every reset; it passes the same check."""
         if self.tools_code is None:
             raise Fault("error", "no tools module is loaded")
-        self.extensions.append(_compile(source, "tools", static_check=self.static_check))
+        self.extensions.append(self._compile(source, "tools"))
         self.reset()
         return list(self.tools)
 
@@ -435,8 +490,9 @@ class Sandbox(_Sealed):
     def load_tests(self, source: str, schemas: dict[str, Any]) -> list[str]:
         if not self.validation:
             raise Fault("error", "this worker was started for sessions only (validation=False): it cannot run tests")
-        code = _compile(source, "tests", static_check=self.static_check)
-        self.schemas = json.loads(json.dumps(schemas))
+        code = self._compile(source, "tests")
+        self.schemas_json = json.dumps(schemas)
+        self.schemas = json.loads(self.schemas_json)
         namespace = self._exec(code, "tests")
         self.tests = {
             name: value
@@ -520,7 +576,7 @@ class TestEnv(_Sealed):
         self._redirect = dict(redirect or {})
         self._failures: list[str] = []
         self._called: list[str] = []
-        self.schemas = copy.deepcopy(sandbox.schemas)
+        self.schemas = json.loads(sandbox.schemas_json)  # each test its own copy (the schemas are JSON)
 
     def call(self, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Same semantics as `EnvSession.call`: JSON arguments, validated against the tool's schema first."""
@@ -549,7 +605,7 @@ class TestEnv(_Sealed):
         return self._sandbox.call(target, args if isinstance(args, dict) else {}, validate=False)
 
     def db(self) -> dict[str, Any]:
-        return copy.deepcopy(self._sandbox.db)
+        return _data_copy(self._sandbox.db)
 
     def reset(self) -> None:
         self._sandbox.reset()
