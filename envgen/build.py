@@ -15,13 +15,11 @@ Weak tests are repaired by reseeding alone (new data gives the tests other, ofte
 from __future__ import annotations
 
 import logging
-import os
 import platform
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from importlib import metadata
 from typing import Any
 
@@ -43,7 +41,7 @@ from envgen.ingest import reason_of
 from envgen.mutation import score_suite
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset
-from envgen.testgen import generate_tests_source, rejected_call_counts
+from envgen.testgen import generate_suite
 from gustforge.errors import (
     UNAVAILABLE_REASON,
     CodegenError,
@@ -206,18 +204,19 @@ class _Attempt(StrictModel):
 
 def _attempt(
     refactored: RefactoredToolset, cfg: EnvGenConfig, sandboxes: _Sandboxes, *, seed: int,
-    client: LLMClient | None, failures: list[str], timings: dict[str, float], gate: AbstractContextManager[Any],
+    client: LLMClient | None, failures: list[str], timings: dict[str, float],
 ) -> _Attempt:  # fmt: skip
     start = time.perf_counter()
     db = synthesize_database(refactored, seed=seed, records_per_entity=cfg.records_per_entity, client=client)
     tools_source = generate_tools_source(refactored, db, backend=cfg.backend, client=client, failures=failures)
-    tests_source = generate_tests_source(refactored, db, seed=seed)
+    tests_source, rejected = generate_suite(refactored, db, seed=seed)
     timings["generate_s"] = timings.get("generate_s", 0.0) + time.perf_counter() - start
     start = time.perf_counter()
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
     try:
-        # one worker for the whole sandbox part of the attempt: the tests, then the mutants of the same env
-        with gate, sandboxes.session() as worker:
+        # one worker for the whole sandbox part of the attempt: the tests, then the mutants of the same env.
+        # Builds in other threads run their own workers meanwhile (the static check serializes only its parse).
+        with sandboxes.session() as worker:
             worker.load(tools_source, db)
             report = worker.run_tests(tests_source, schemas, total_seconds=cfg.test_budget_seconds)
             if report.passed and cfg.mutation_testing:
@@ -226,7 +225,7 @@ def _attempt(
                                        budget_seconds=cfg.test_budget_seconds)  # fmt: skip
                 report = report.model_copy(update={"mutation": mutation})
                 timings["mutation_s"] = timings.get("mutation_s", 0.0) + time.perf_counter() - mutation_start
-        report = report.model_copy(update={"rejected_calls": rejected_call_counts(refactored, db, seed=seed)})
+        report = report.model_copy(update={"rejected_calls": rejected})
     except SandboxError as exc:
         report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
     timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start
@@ -324,7 +323,6 @@ def build_environment(
     *,
     sandbox_pool: SandboxPool | None = None,
     client: LLMClient | None = None,
-    sandbox_gate: threading.Lock | None = None,
 ) -> EnvBuildResult:
     """Build one executable environment, repairing up to `cfg.max_repairs` times, or quarantine it.
 
@@ -333,7 +331,6 @@ def build_environment(
         cfg: stage configuration.
         sandbox_pool: warm workers to run the tests in; a one-off worker is started when omitted.
         client: LLM client for the openai backend (built from `cfg.llm` when omitted).
-        sandbox_gate: lock held around sandbox loads and test runs when several threads build at once.
 
     Returns:
         An `EnvBuildResult` with artifacts, or with a quarantine record whose reason is the first failure
@@ -346,8 +343,7 @@ def build_environment(
         start = time.perf_counter()
         refactored = refactor_toolset(toolset, cfg, client=client)
         timings["refactor_s"] = time.perf_counter() - start
-        gate = sandbox_gate if sandbox_gate is not None else nullcontext()
-        return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings, gate)
+        return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings)
     except (RefactorError, CodegenError, LLMError, SandboxError) as exc:
         if _unavailable(exc):
             return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=0)
@@ -359,7 +355,7 @@ def build_environment(
 
 def _repair_loop(
     toolset: Toolset, refactored: RefactoredToolset, cfg: EnvGenConfig, pool: SandboxPool | None,
-    client: LLMClient | None, timings: dict[str, float], gate: AbstractContextManager[Any],
+    client: LLMClient | None, timings: dict[str, float],
 ) -> EnvBuildResult:  # fmt: skip
     original = refactored
     echo = _mostly_echo(refactored, cfg)
@@ -372,7 +368,7 @@ def _repair_loop(
         for attempt in range(cfg.max_repairs + 1):
             try:
                 last = _attempt(refactored, cfg, sandboxes, seed=cfg.seed + attempt, client=client,
-                                failures=failures, timings=timings, gate=gate)  # fmt: skip
+                                failures=failures, timings=timings)  # fmt: skip
             except CodegenError as exc:
                 if _unavailable(exc):  # an outage is not the code's fault: no repair round spent on it
                     return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=attempt + 1)
@@ -402,12 +398,10 @@ def _repair_loop(
 # --------------------------------------------------------------------------------------------- a shard
 
 
-def _safe_build(
-    toolset: Toolset, cfg: EnvGenConfig, pool: SandboxPool, client: LLMClient | None, gate: threading.Lock
-) -> EnvBuildResult:
+def _safe_build(toolset: Toolset, cfg: EnvGenConfig, pool: SandboxPool, client: LLMClient | None) -> EnvBuildResult:
     """The per-item quarantine boundary: a bug on one toolset is counted, logged and quarantined, not fatal."""
     try:
-        return build_environment(toolset, cfg, sandbox_pool=pool, client=client, sandbox_gate=gate)
+        return build_environment(toolset, cfg, sandbox_pool=pool, client=client)
     except GustError as exc:
         return _quarantined(toolset, *reason_of(exc), attempts=0)
     except Exception as exc:  # noqa: BLE001 - the one quarantine boundary of this stage
@@ -443,8 +437,7 @@ def build_environments(
             SandboxPool(size=cfg.sandbox_workers, limits=_limits(cfg)) as pool,
             ThreadPoolExecutor(max_workers=_threads(cfg, client), thread_name_prefix="envgen") as executor,
         ):
-            gate = threading.Lock() if os.environ.get("ES_GATE") else nullcontext()  # TEMP
-            futures = {executor.submit(_safe_build, t, cfg, pool, client, gate): i for i, t in enumerate(toolsets)}
+            futures = {executor.submit(_safe_build, t, cfg, pool, client): i for i, t in enumerate(toolsets)}
             for future, index in futures.items():
                 results[index] = future.result()
                 done += 1

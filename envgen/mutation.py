@@ -1,7 +1,7 @@
 """Mutation scoring of a generated test suite: seed one bug into one tool, rerun that tool's tests, count the kills.
 
-Mutants are wrappers appended to the tools module (they rebind the tool's name), so the same operators apply to
-the offline templates and to LLM-written code alike (registry `OPERATORS`):
+Mutants are wrappers around a tool, made by a factory per operator (`_mut_<operator>(tool, ...)`), so the same
+operators apply to the offline templates and to LLM-written code alike (registry `OPERATORS`):
     no_validation    a call the tool rejects is answered with success instead (validation removed)
     filters_ignored  optional arguments are dropped before the tool runs (filters / sort / paging / fields ignored)
     state_skipped    the tool runs on the DB, then the DB is restored (the promised state change never happens)
@@ -13,7 +13,7 @@ Which operators apply to a tool follows its behaviour family (`applicable`). Sco
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from data.models import MutantResult, MutationReport, RefactoredToolset, ToolSchema
 from envgen.entities import EnvPlan, ToolPlan, plan_environment
@@ -23,62 +23,79 @@ from gustforge.registry import Registry
 from gustforge.sandbox import SandboxWorker
 from gustforge.sandbox.testing import VariantRun
 
-__all__ = ["OPERATORS", "applicable", "mutant_source", "score_suite"]
+__all__ = ["OPERATORS", "Operator", "applicable", "factories_source", "mutant_source", "score_suite"]
 
-_HEADER = (
-    "\n\n# ---- mutant: {op} on {tool} (envgen.mutation) ----\nimport copy as _mut_copy\n\n_mut_original = {tool}\n"
-)
-Body = Callable[[ToolSchema, ToolPlan, EnvPlan], list[str]]
-OPERATORS: Registry[Body] = Registry("mutation operator")
+Params = Callable[[ToolSchema, ToolPlan, EnvPlan], tuple[Any, ...]]
 
 
-@OPERATORS.register("no_validation")
-def _no_validation(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    return ["out = _mut_original(db, **kwargs)",
-            "if isinstance(out, dict) and out.get('status') == 'error':",
-            "    return {'status': 'success', 'message': 'done'}",
-            "return out"]  # fmt: skip
+class Operator(NamedTuple):
+    """A seeded bug: `factory(original, *params)` returns the mutant of tool `original`. The factory's text is the
+    same for every env; only `params` (literals: names, lists of names) depend on the tool."""
+
+    factory: str  # source of `def _mut_<name>(original, ...)`
+    params: Params
 
 
-@OPERATORS.register("filters_ignored")
-def _filters_ignored(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    required = list(tool.parameters.get("required", []))
-    return [f"kept = {{k: v for k, v in kwargs.items() if k in {required!r}}}", "return _mut_original(db, **kept)"]
+OPERATORS: Registry[Operator] = Registry("mutation operator")
 
 
-@OPERATORS.register("state_skipped")
-def _state_skipped(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    return ["snapshot = _mut_copy.deepcopy(db)", "out = _mut_original(db, **kwargs)", "db.clear()",
-            "db.update(snapshot)", "return out"]  # fmt: skip
+def _operator(name: str, signature: str, body: list[str], params: Params | None = None) -> None:
+    lines = [f"def _mut_{name}(original{signature}):", "    def mutant(db, **kwargs):",
+             *(f"        {line}" for line in body), "    return mutant"]  # fmt: skip
+    OPERATORS.register(name)(Operator("\n".join(lines) + "\n", params or (lambda tool, plan, env: ())))
 
 
-@OPERATORS.register("wrong_record")
-def _wrong_record(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    param, collection = plan.id_param, plan.entity
-    return [f"value = kwargs.get({param!r})",
-            f"others = [k for k in db.get({collection!r}, {{}}) if k.lower() != str(value).lower()]",
-            "if others and value is not None:",
-            "    kwargs = dict(kwargs)",
-            f"    kwargs[{param!r}] = int(others[0]) if isinstance(value, int) and others[0].isdigit() else others[0]",
-            "return _mut_original(db, **kwargs)"]  # fmt: skip
+_operator("no_validation", "", [
+    "out = original(db, **kwargs)",
+    "if isinstance(out, dict) and out.get('status') == 'error':",
+    "    return {'status': 'success', 'message': 'done'}",
+    "return out",
+])  # fmt: skip
+_operator("filters_ignored", ", required", [
+    "kept = {k: v for k, v in kwargs.items() if k in required}",
+    "return original(db, **kept)",
+], lambda tool, plan, env: (list(tool.parameters.get("required", [])),))  # fmt: skip
+_operator("state_skipped", "", [
+    "snapshot = _mut_copy.deepcopy(db)", "out = original(db, **kwargs)", "db.clear()", "db.update(snapshot)",
+    "return out",
+])  # fmt: skip
+_operator("wrong_record", ", param, collection", [
+    "value = kwargs.get(param)",
+    "others = [k for k in db.get(collection, {}) if k.lower() != str(value).lower()]",
+    "if others and value is not None:",
+    "    kwargs = dict(kwargs)",
+    "    kwargs[param] = int(others[0]) if isinstance(value, int) and others[0].isdigit() else others[0]",
+    "return original(db, **kwargs)",
+], lambda tool, plan, env: (plan.id_param, plan.entity))  # fmt: skip
+_operator("empty_result", "", [
+    "out = original(db, **kwargs)",
+    "if not isinstance(out, dict) or out.get('status') != 'success':",
+    "    return out",
+    "empty = {}",
+    "for key, value in out.items():",
+    "    if key in ('status', 'message'):",
+    "        empty[key] = value",
+    "    elif isinstance(value, list):",
+    "        empty[key] = []",
+    "    elif isinstance(value, dict):",
+    "        empty[key] = {}",
+    "    else:",
+    "        empty[key] = None",
+    "return empty",
+])  # fmt: skip
 
 
-@OPERATORS.register("empty_result")
-def _empty_result(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    return ["out = _mut_original(db, **kwargs)",
-            "if not isinstance(out, dict) or out.get('status') != 'success':",
-            "    return out",
-            "empty = {}",
-            "for key, value in out.items():",
-            "    if key in ('status', 'message'):",
-            "        empty[key] = value",
-            "    elif isinstance(value, list):",
-            "        empty[key] = []",
-            "    elif isinstance(value, dict):",
-            "        empty[key] = {}",
-            "    else:",
-            "        empty[key] = None",
-            "return empty"]  # fmt: skip
+def factories_source() -> str:
+    """Every operator's factory, one module text for all envs (checked once per process, then remembered)."""
+    parts = ["# ---- mutation operators (envgen.mutation) ----\nimport copy as _mut_copy\n"]
+    parts += [f"\n\n{OPERATORS.get(name).factory}" for name in sorted(OPERATORS.names())]
+    return "".join(parts)
+
+
+def _binding(name: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str) -> str:
+    """`name = _mut_<operator>(<tool>, <literal params>)`: the only per-env text of a mutant."""
+    params = "".join(f", {value!r}" for value in OPERATORS.get(operator).params(tool, plan, env))
+    return f"{name} = _mut_{operator}({tool.name}{params})\n"
 
 
 _WRITES = {"create", "update", "delete", "transition", "transfer", "payment", "message", "schedule", "action"}
@@ -117,14 +134,7 @@ def applicable(tool: ToolSchema, plan: ToolPlan, env: EnvPlan, db: dict[str, Any
 
 def mutant_source(tools_source: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str) -> str:
     """The tools module with `operator` applied to `tool` (the tool's name is rebound to the mutant)."""
-    return tools_source + _wrapper(tool.name, tool, plan, env, operator, rebind=True)
-
-
-def _wrapper(name: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str, *, rebind: bool) -> str:
-    body = "\n".join(f"    {line}" for line in OPERATORS.get(operator)(tool, plan, env))
-    original = "_mut_original" if rebind else tool.name
-    head = _HEADER.format(op=operator, tool=tool.name) if rebind else f"\n\n# ---- mutant: {operator} on {tool.name}\n"
-    return head + f"\n\ndef {name}(db, **kwargs):\n" + body.replace("_mut_original", original) + "\n"
+    return f"{tools_source}\n\n{factories_source()}\n{_binding(tool.name, tool, plan, env, operator)}"
 
 
 def _alias(index: int, tool: str) -> str:
@@ -143,10 +153,12 @@ def score_suite(
 ) -> MutationReport:
     """Run every applicable mutant against the tests of its tool; a mutant is killed when any test fails.
 
-    The tools module is loaded once and every mutant is added to it as an extra function (`mut_<i>_<tool>`,
-    `SandboxWorker.extend`: the mutants' own text passes the static check, the module's text was checked when
-    it was loaded). The env's tests module is loaded once; each mutant runs the tests of its tool with their
-    `env.call_tool(tool, ...)` calls pointed at the mutant, in order, and stops at the first failing test.
+    The tools module is loaded once and every mutant is added to it as an extra function (`SandboxWorker.extend`):
+    the operators' factories (one text for all envs), then one line per mutant, `mut_<i>_<tool> =
+    _mut_<operator>(<tool>, <literals>)`. Each text passes the static check on its own (the module's when it was
+    loaded); the factories' check is remembered across envs, so a mutant costs one checked line. The env's tests
+    module is loaded once; each mutant runs the tests of its tool with their `env.call_tool(tool, ...)` calls
+    pointed at the mutant, in order, and stops at the first failing test.
 
     Args:
         refactored: the refactored toolset.
@@ -163,11 +175,11 @@ def score_suite(
     env = plan_environment(refactored.tools, refactored.log_only)
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
     planned: list[tuple[str, str, str]] = []  # (tool, operator, alias)
-    wrappers: list[str] = []
+    bindings: list[str] = []
     for tool, plan in zip(refactored.tools, env.tools, strict=True):
         for operator in applicable(tool, plan, env, db):
             alias = _alias(len(planned), tool.name)
-            wrappers.append(_wrapper(alias, tool, plan, env, operator, rebind=False))
+            bindings.append(_binding(alias, tool, plan, env, operator))
             planned.append((tool.name, operator, alias))
     if not planned:
         return MutationReport(score=None, killed=0, total=0)
@@ -175,7 +187,8 @@ def score_suite(
         tests_source = generate_tests_source(refactored, db, seed=seed)
     try:
         worker.load(tools_source, db)
-        worker.extend("".join(wrappers))
+        worker.extend(factories_source())  # the same text for every env: its static check is remembered
+        worker.extend("".join(bindings))
         variants = [(tool, {tool: alias}) for tool, _, alias in planned]
         error, runs = worker.run_tool_variants(tests_source, schemas, variants, total_seconds=budget_seconds)
     except SandboxError as exc:
