@@ -188,7 +188,10 @@ def score_suite(
     try:
         worker.load(tools_source, db)
         worker.extend(factories_source())  # the same text for every env: its static check is remembered
-        worker.extend("".join(bindings))
+        loaded = set(worker.extend("".join(bindings)))
+        missing = [alias for _, _, alias in planned if alias not in loaded]
+        if missing:  # never score a harness fault as a kill
+            raise SandboxError(f"mutants not loaded: {', '.join(missing[:5])}")
         variants = [(tool, {tool: alias}) for tool, _, alias in planned]
         error, runs = worker.run_tool_variants(tests_source, schemas, variants, total_seconds=budget_seconds)
     except SandboxError as exc:
