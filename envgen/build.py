@@ -306,12 +306,11 @@ def _quarantined(toolset: Toolset, reason: str, detail: str, attempts: int) -> E
     return EnvBuildResult(toolset_id=toolset.toolset_id, quarantine=record, attempts=attempts)
 
 
-def _threads(cfg: EnvGenConfig, client: LLMClient | None, items: int) -> int:
-    """Build threads: one per sandbox worker offline; with an LLM, one per toolset (up to 4x the endpoint's
-    concurrency), so every toolset's request chain is queued at once and the client's priorities (codegen before
-    database before refactor) bring the first toolsets to their sandbox runs after three round trips, while the
-    others keep the endpoint busy. Threads waiting for a request or a sandbox worker cost no CPU."""
-    llm = min(items, 4 * client.settings.max_concurrency) if client is not None and cfg.backend == "openai" else 0
+def _threads(cfg: EnvGenConfig, client: LLMClient | None) -> int:
+    """Build threads: one per sandbox worker offline; enough to keep the endpoint's concurrency busy with an LLM."""
+    # twice the endpoint's concurrency: threads waiting for the sandbox leave others to keep requests in flight
+    # (one thread per toolset measured the same on bench/llm_throughput.py)
+    llm = 2 * client.settings.max_concurrency if client is not None and cfg.backend == "openai" else 0
     return max(cfg.sandbox_workers, llm)
 
 
@@ -437,7 +436,7 @@ def build_environments(
     try:
         with (
             SandboxPool(size=cfg.sandbox_workers, limits=_limits(cfg)) as pool,
-            ThreadPoolExecutor(max_workers=_threads(cfg, client, total), thread_name_prefix="envgen") as executor,
+            ThreadPoolExecutor(max_workers=_threads(cfg, client), thread_name_prefix="envgen") as executor,
         ):
             futures = {executor.submit(_safe_build, t, cfg, pool, client): i for i, t in enumerate(toolsets)}
             for future, index in futures.items():
