@@ -7,8 +7,11 @@ reports requests, peak and mean requests in flight, and wall time against the id
 `requests × latency / max_concurrency`. Targets: peak ≥ 0.9 × max_concurrency and wall ≤ 1.5 × ideal. For envgen,
 `offline_wall_s` is the same toolsets built offline in the same process: the sandbox/CPU floor the LLM path adds to.
 For the teacher, `critical_path_s` is its longest conversation (sequential turns) × latency: a lower bound on wall.
+The endpoint runs in a process of its own (`--endpoint thread`: in this one, sharing its interpreter lock); every
+figure carries the 1-minute load average, since the machine may be shared.
 
-Run: `.venv/bin/python bench/llm_throughput.py [--latency 1.0] [--concurrency 16] [--toolsets 48] [--envs 12]`;
+Run: `.venv/bin/python bench/llm_throughput.py [--latency 1.0] [--concurrency 16] [--toolsets 48] [--envs 12]
+[--endpoint process|thread] [--envgen-only]`;
 prints one JSON object.
 """
 
