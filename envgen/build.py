@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import logging
 import platform
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from importlib import metadata
 from typing import Any
 
@@ -42,7 +41,7 @@ from envgen.ingest import reason_of
 from envgen.mutation import score_suite
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset
-from envgen.testgen import generate_tests_source, rejected_call_counts
+from envgen.testgen import generate_suite
 from gustforge.errors import (
     UNAVAILABLE_REASON,
     CodegenError,
@@ -142,38 +141,31 @@ def _quarantine_reason(report: TestReport) -> tuple[str, str]:
     return f"tests_failed:{first.tool or first.name}", first.message[:500]
 
 
-class _BorrowedWorker:
-    """Borrows a pool worker for one load + test run only, so LLM calls between runs hold no sandbox."""
+class _Sandboxes:
+    """Where one toolset's attempts run: a pool worker borrowed for one attempt's sandbox work only (load, tests,
+    mutation), so LLM calls between attempts hold no sandbox; or one private worker for the whole build."""
 
-    def __init__(self, pool: SandboxPool, seed: int) -> None:
-        self._pool, self._seed = pool, seed
-        self._lease: AbstractContextManager[SandboxWorker] | None = None
-        self._worker: SandboxWorker | None = None
-        self.isolation: dict[str, str] = {}  # what the last borrowed worker reported (for the manifest)
+    def __init__(self, pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> None:
+        self._pool, self._cfg, self._seed = pool, cfg, seed
+        self._own: SandboxWorker | None = None
+        self.isolation: dict[str, str] = {}  # what the last worker reported (for the manifest)
 
-    def load(self, source: str, db: dict[str, Any]) -> None:
-        self.release()
-        self._lease = self._pool.acquire(seed=self._seed)
-        self._worker = self._lease.__enter__()
-        try:
-            self._worker.load(source, db)
-            self.isolation = dict(self._worker.isolation)
-        except BaseException:
-            self.release()
-            raise
+    @contextmanager
+    def session(self) -> Iterator[SandboxWorker]:
+        if self._pool is not None:
+            with self._pool.acquire(seed=self._seed) as worker:
+                self.isolation = dict(worker.isolation)
+                yield worker
+            return
+        if self._own is None:
+            self._own = SandboxWorker(_limits(self._cfg), seed=self._seed)
+        self.isolation = dict(self._own.isolation)
+        yield self._own
 
-    def run_tests(self, *args: Any, **kwargs: Any) -> TestReport:
-        if self._worker is None:
-            raise SandboxError("run_tests before load")
-        try:
-            return self._worker.run_tests(*args, **kwargs)
-        finally:
-            self.release()
-
-    def release(self) -> None:
-        lease, self._lease, self._worker = self._lease, None, None
-        if lease is not None:
-            lease.__exit__(None, None, None)
+    def close(self) -> None:
+        own, self._own = self._own, None
+        if own is not None:
+            own.close()
 
 
 def _unavailable(exc: BaseException) -> bool:
@@ -187,16 +179,12 @@ def _unavailable(exc: BaseException) -> bool:
 
 
 @contextmanager
-def _worker(pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> Iterator[Any]:
-    if pool is not None:
-        borrowed = _BorrowedWorker(pool, seed)
-        try:
-            yield borrowed
-        finally:
-            borrowed.release()
-        return
-    with SandboxWorker(_limits(cfg), seed=seed) as worker:
-        yield worker
+def _sandboxes(pool: SandboxPool | None, cfg: EnvGenConfig, seed: int) -> Iterator[_Sandboxes]:
+    sandboxes = _Sandboxes(pool, cfg, seed)
+    try:
+        yield sandboxes
+    finally:
+        sandboxes.close()
 
 
 def _limits(cfg: EnvGenConfig) -> SandboxLimits:
@@ -215,33 +203,34 @@ class _Attempt(StrictModel):
 
 
 def _attempt(
-    refactored: RefactoredToolset, cfg: EnvGenConfig, worker: Any, *, seed: int,
-    client: LLMClient | None, failures: list[str], timings: dict[str, float], gate: AbstractContextManager[Any],
+    refactored: RefactoredToolset, cfg: EnvGenConfig, sandboxes: _Sandboxes, *, seed: int,
+    client: LLMClient | None, failures: list[str], timings: dict[str, float],
 ) -> _Attempt:  # fmt: skip
     start = time.perf_counter()
     db = synthesize_database(refactored, seed=seed, records_per_entity=cfg.records_per_entity, client=client)
     tools_source = generate_tools_source(refactored, db, backend=cfg.backend, client=client, failures=failures)
-    tests_source = generate_tests_source(refactored, db, seed=seed)
+    tests_source, rejected = generate_suite(refactored, db, seed=seed)
     timings["generate_s"] = timings.get("generate_s", 0.0) + time.perf_counter() - start
     start = time.perf_counter()
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
     try:
-        with gate:  # CPython 3.11's ast.parse is not thread-safe (gh-106905); the sandbox parses in this process
+        # one worker for the whole sandbox part of the attempt: the tests, then the mutants of the same env.
+        # Builds in other threads run their own workers meanwhile (the static check serializes only its parse).
+        with sandboxes.session() as worker:
             worker.load(tools_source, db)
             report = worker.run_tests(tests_source, schemas, total_seconds=cfg.test_budget_seconds)
-        if report.passed and cfg.mutation_testing:
-            mutation_start = time.perf_counter()
-            with gate:
-                mutation = score_suite(refactored, db, tools_source, worker, seed=seed,
+            if report.passed and cfg.mutation_testing:
+                mutation_start = time.perf_counter()
+                mutation = score_suite(refactored, db, tools_source, worker, seed=seed, tests_source=tests_source,
                                        budget_seconds=cfg.test_budget_seconds)  # fmt: skip
-            report = report.model_copy(update={"mutation": mutation})
-            timings["mutation_s"] = timings.get("mutation_s", 0.0) + time.perf_counter() - mutation_start
-        report = report.model_copy(update={"rejected_calls": rejected_call_counts(refactored, db, seed=seed)})
+                report = report.model_copy(update={"mutation": mutation})
+                timings["mutation_s"] = timings.get("mutation_s", 0.0) + time.perf_counter() - mutation_start
+        report = report.model_copy(update={"rejected_calls": rejected})
     except SandboxError as exc:
         report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
     timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start
     return _Attempt(refactored=refactored, db=db, tools_source=tools_source, tests_source=tests_source,
-                    report=report, seed=seed, isolation=dict(worker.isolation))  # fmt: skip
+                    report=report, seed=seed, isolation=dict(sandboxes.isolation))  # fmt: skip
 
 
 def _artifacts(
@@ -320,6 +309,7 @@ def _quarantined(toolset: Toolset, reason: str, detail: str, attempts: int) -> E
 def _threads(cfg: EnvGenConfig, client: LLMClient | None) -> int:
     """Build threads: one per sandbox worker offline; enough to keep the endpoint's concurrency busy with an LLM."""
     # twice the endpoint's concurrency: threads waiting for the sandbox leave others to keep requests in flight
+    # (one thread per toolset measured the same on bench/llm_throughput.py)
     llm = 2 * client.settings.max_concurrency if client is not None and cfg.backend == "openai" else 0
     return max(cfg.sandbox_workers, llm)
 
@@ -334,7 +324,6 @@ def build_environment(
     *,
     sandbox_pool: SandboxPool | None = None,
     client: LLMClient | None = None,
-    sandbox_gate: threading.Lock | None = None,
 ) -> EnvBuildResult:
     """Build one executable environment, repairing up to `cfg.max_repairs` times, or quarantine it.
 
@@ -343,7 +332,6 @@ def build_environment(
         cfg: stage configuration.
         sandbox_pool: warm workers to run the tests in; a one-off worker is started when omitted.
         client: LLM client for the openai backend (built from `cfg.llm` when omitted).
-        sandbox_gate: lock held around sandbox loads and test runs when several threads build at once.
 
     Returns:
         An `EnvBuildResult` with artifacts, or with a quarantine record whose reason is the first failure
@@ -356,8 +344,7 @@ def build_environment(
         start = time.perf_counter()
         refactored = refactor_toolset(toolset, cfg, client=client)
         timings["refactor_s"] = time.perf_counter() - start
-        gate = sandbox_gate if sandbox_gate is not None else nullcontext()
-        return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings, gate)
+        return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings)
     except (RefactorError, CodegenError, LLMError, SandboxError) as exc:
         if _unavailable(exc):
             return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=0)
@@ -369,7 +356,7 @@ def build_environment(
 
 def _repair_loop(
     toolset: Toolset, refactored: RefactoredToolset, cfg: EnvGenConfig, pool: SandboxPool | None,
-    client: LLMClient | None, timings: dict[str, float], gate: AbstractContextManager[Any],
+    client: LLMClient | None, timings: dict[str, float],
 ) -> EnvBuildResult:  # fmt: skip
     original = refactored
     echo = _mostly_echo(refactored, cfg)
@@ -378,11 +365,11 @@ def _repair_loop(
     failures: list[str] = []
     report = TestReport(passed=False, cases=(), duration_s=0.0, error="not run")
     weak: str | None = None
-    with _worker(pool, cfg, cfg.seed) as worker:
+    with _sandboxes(pool, cfg, cfg.seed) as sandboxes:
         for attempt in range(cfg.max_repairs + 1):
             try:
-                last = _attempt(refactored, cfg, worker, seed=cfg.seed + attempt, client=client,
-                                failures=failures, timings=timings, gate=gate)  # fmt: skip
+                last = _attempt(refactored, cfg, sandboxes, seed=cfg.seed + attempt, client=client,
+                                failures=failures, timings=timings)  # fmt: skip
             except CodegenError as exc:
                 if _unavailable(exc):  # an outage is not the code's fault: no repair round spent on it
                     return _quarantined(toolset, UNAVAILABLE_REASON, str(exc), attempts=attempt + 1)
@@ -412,12 +399,10 @@ def _repair_loop(
 # --------------------------------------------------------------------------------------------- a shard
 
 
-def _safe_build(
-    toolset: Toolset, cfg: EnvGenConfig, pool: SandboxPool, client: LLMClient | None, gate: threading.Lock
-) -> EnvBuildResult:
+def _safe_build(toolset: Toolset, cfg: EnvGenConfig, pool: SandboxPool, client: LLMClient | None) -> EnvBuildResult:
     """The per-item quarantine boundary: a bug on one toolset is counted, logged and quarantined, not fatal."""
     try:
-        return build_environment(toolset, cfg, sandbox_pool=pool, client=client, sandbox_gate=gate)
+        return build_environment(toolset, cfg, sandbox_pool=pool, client=client)
     except GustError as exc:
         return _quarantined(toolset, *reason_of(exc), attempts=0)
     except Exception as exc:  # noqa: BLE001 - the one quarantine boundary of this stage
@@ -453,8 +438,7 @@ def build_environments(
             SandboxPool(size=cfg.sandbox_workers, limits=_limits(cfg)) as pool,
             ThreadPoolExecutor(max_workers=_threads(cfg, client), thread_name_prefix="envgen") as executor,
         ):
-            gate = threading.Lock()  # one sandbox parse/run at a time; generation overlaps (see _attempt)
-            futures = {executor.submit(_safe_build, t, cfg, pool, client, gate): i for i, t in enumerate(toolsets)}
+            futures = {executor.submit(_safe_build, t, cfg, pool, client): i for i, t in enumerate(toolsets)}
             for future, index in futures.items():
                 results[index] = future.result()
                 done += 1

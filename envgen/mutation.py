@@ -1,7 +1,7 @@
 """Mutation scoring of a generated test suite: seed one bug into one tool, rerun that tool's tests, count the kills.
 
-Mutants are wrappers appended to the tools module (they rebind the tool's name), so the same operators apply to
-the offline templates and to LLM-written code alike (registry `OPERATORS`):
+Mutants are wrappers around a tool, made by a factory per operator (`_mut_<operator>(tool, ...)`), so the same
+operators apply to the offline templates and to LLM-written code alike (registry `OPERATORS`):
     no_validation    a call the tool rejects is answered with success instead (validation removed)
     filters_ignored  optional arguments are dropped before the tool runs (filters / sort / paging / fields ignored)
     state_skipped    the tool runs on the DB, then the DB is restored (the promised state change never happens)
@@ -12,9 +12,8 @@ Which operators apply to a tool follows its behaviour family (`applicable`). Sco
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from data.models import MutantResult, MutationReport, RefactoredToolset, ToolSchema
 from envgen.entities import EnvPlan, ToolPlan, plan_environment
@@ -22,63 +21,81 @@ from envgen.testgen import generate_tests_source
 from gustforge.errors import SandboxError
 from gustforge.registry import Registry
 from gustforge.sandbox import SandboxWorker
+from gustforge.sandbox.testing import VariantRun
 
-__all__ = ["OPERATORS", "applicable", "mutant_source", "score_suite"]
+__all__ = ["OPERATORS", "Operator", "applicable", "factories_source", "mutant_source", "score_suite"]
 
-_HEADER = (
-    "\n\n# ---- mutant: {op} on {tool} (envgen.mutation) ----\nimport copy as _mut_copy\n\n_mut_original = {tool}\n"
-)
-Body = Callable[[ToolSchema, ToolPlan, EnvPlan], list[str]]
-OPERATORS: Registry[Body] = Registry("mutation operator")
+Params = Callable[[ToolSchema, ToolPlan, EnvPlan], tuple[Any, ...]]
 
 
-@OPERATORS.register("no_validation")
-def _no_validation(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    return ["out = _mut_original(db, **kwargs)",
-            "if isinstance(out, dict) and out.get('status') == 'error':",
-            "    return {'status': 'success', 'message': 'done'}",
-            "return out"]  # fmt: skip
+class Operator(NamedTuple):
+    """A seeded bug: `factory(original, *params)` returns the mutant of tool `original`. The factory's text is the
+    same for every env; only `params` (literals: names, lists of names) depend on the tool."""
+
+    factory: str  # source of `def _mut_<name>(original, ...)`
+    params: Params
 
 
-@OPERATORS.register("filters_ignored")
-def _filters_ignored(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    required = list(tool.parameters.get("required", []))
-    return [f"kept = {{k: v for k, v in kwargs.items() if k in {required!r}}}", "return _mut_original(db, **kept)"]
+OPERATORS: Registry[Operator] = Registry("mutation operator")
 
 
-@OPERATORS.register("state_skipped")
-def _state_skipped(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    return ["snapshot = _mut_copy.deepcopy(db)", "out = _mut_original(db, **kwargs)", "db.clear()",
-            "db.update(snapshot)", "return out"]  # fmt: skip
+def _operator(name: str, signature: str, body: list[str], params: Params | None = None) -> None:
+    lines = [f"def _mut_{name}(original{signature}):", "    def mutant(db, **kwargs):",
+             *(f"        {line}" for line in body), "    return mutant"]  # fmt: skip
+    OPERATORS.register(name)(Operator("\n".join(lines) + "\n", params or (lambda tool, plan, env: ())))
 
 
-@OPERATORS.register("wrong_record")
-def _wrong_record(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    param, collection = plan.id_param, plan.entity
-    return [f"value = kwargs.get({param!r})",
-            f"others = [k for k in db.get({collection!r}, {{}}) if k.lower() != str(value).lower()]",
-            "if others and value is not None:",
-            "    kwargs = dict(kwargs)",
-            f"    kwargs[{param!r}] = int(others[0]) if isinstance(value, int) and others[0].isdigit() else others[0]",
-            "return _mut_original(db, **kwargs)"]  # fmt: skip
+_operator("no_validation", "", [
+    "out = original(db, **kwargs)",
+    "if isinstance(out, dict) and out.get('status') == 'error':",
+    "    return {'status': 'success', 'message': 'done'}",
+    "return out",
+])  # fmt: skip
+_operator("filters_ignored", ", required", [
+    "kept = {k: v for k, v in kwargs.items() if k in required}",
+    "return original(db, **kept)",
+], lambda tool, plan, env: (list(tool.parameters.get("required", [])),))  # fmt: skip
+_operator("state_skipped", "", [
+    "snapshot = _mut_copy.deepcopy(db)", "out = original(db, **kwargs)", "db.clear()", "db.update(snapshot)",
+    "return out",
+])  # fmt: skip
+_operator("wrong_record", ", param, collection", [
+    "value = kwargs.get(param)",
+    "others = [k for k in db.get(collection, {}) if k.lower() != str(value).lower()]",
+    "if others and value is not None:",
+    "    kwargs = dict(kwargs)",
+    "    kwargs[param] = int(others[0]) if isinstance(value, int) and others[0].isdigit() else others[0]",
+    "return original(db, **kwargs)",
+], lambda tool, plan, env: (plan.id_param, plan.entity))  # fmt: skip
+_operator("empty_result", "", [
+    "out = original(db, **kwargs)",
+    "if not isinstance(out, dict) or out.get('status') != 'success':",
+    "    return out",
+    "empty = {}",
+    "for key, value in out.items():",
+    "    if key in ('status', 'message'):",
+    "        empty[key] = value",
+    "    elif isinstance(value, list):",
+    "        empty[key] = []",
+    "    elif isinstance(value, dict):",
+    "        empty[key] = {}",
+    "    else:",
+    "        empty[key] = None",
+    "return empty",
+])  # fmt: skip
 
 
-@OPERATORS.register("empty_result")
-def _empty_result(tool: ToolSchema, plan: ToolPlan, env: EnvPlan) -> list[str]:
-    return ["out = _mut_original(db, **kwargs)",
-            "if not isinstance(out, dict) or out.get('status') != 'success':",
-            "    return out",
-            "empty = {}",
-            "for key, value in out.items():",
-            "    if key in ('status', 'message'):",
-            "        empty[key] = value",
-            "    elif isinstance(value, list):",
-            "        empty[key] = []",
-            "    elif isinstance(value, dict):",
-            "        empty[key] = {}",
-            "    else:",
-            "        empty[key] = None",
-            "return empty"]  # fmt: skip
+def factories_source() -> str:
+    """Every operator's factory, one module text for all envs (checked once per process, then remembered)."""
+    parts = ["# ---- mutation operators (envgen.mutation) ----\nimport copy as _mut_copy\n"]
+    parts += [f"\n\n{OPERATORS.get(name).factory}" for name in sorted(OPERATORS.names())]
+    return "".join(parts)
+
+
+def _binding(name: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str) -> str:
+    """`name = _mut_<operator>(<tool>, <literal params>)`: the only per-env text of a mutant."""
+    params = "".join(f", {value!r}" for value in OPERATORS.get(operator).params(tool, plan, env))
+    return f"{name} = _mut_{operator}({tool.name}{params})\n"
 
 
 _WRITES = {"create", "update", "delete", "transition", "transfer", "payment", "message", "schedule", "action"}
@@ -117,23 +134,11 @@ def applicable(tool: ToolSchema, plan: ToolPlan, env: EnvPlan, db: dict[str, Any
 
 def mutant_source(tools_source: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str) -> str:
     """The tools module with `operator` applied to `tool` (the tool's name is rebound to the mutant)."""
-    return tools_source + _wrapper(tool.name, tool, plan, env, operator, rebind=True)
-
-
-def _wrapper(name: str, tool: ToolSchema, plan: ToolPlan, env: EnvPlan, operator: str, *, rebind: bool) -> str:
-    body = "\n".join(f"    {line}" for line in OPERATORS.get(operator)(tool, plan, env))
-    original = "_mut_original" if rebind else tool.name
-    head = _HEADER.format(op=operator, tool=tool.name) if rebind else f"\n\n# ---- mutant: {operator} on {tool.name}\n"
-    return head + f"\n\ndef {name}(db, **kwargs):\n" + body.replace("_mut_original", original) + "\n"
+    return f"{tools_source}\n\n{factories_source()}\n{_binding(tool.name, tool, plan, env, operator)}"
 
 
 def _alias(index: int, tool: str) -> str:
     return f"mut_{index}_{tool}"[:120]
-
-
-def _redirect(tests: str, tool: str, alias: str) -> str:
-    """Point the tests' direct calls of `tool` at the mutant (schemas and names stay the tool's)."""
-    return tests.replace(f"env.call_tool({tool!r},", f"env.call_tool({alias!r},")
 
 
 def score_suite(
@@ -144,11 +149,16 @@ def score_suite(
     *,
     seed: int,
     budget_seconds: float = 60.0,
+    tests_source: str | None = None,
 ) -> MutationReport:
     """Run every applicable mutant against the tests of its tool; a mutant is killed when any test fails.
 
-    All mutants are loaded at once as extra functions (`mut_<i>_<tool>`) next to the real tools, and each
-    mutant's run points the tests' direct calls at it: one sandbox load per env instead of one per mutant.
+    The tools module is loaded once and every mutant is added to it as an extra function (`SandboxWorker.extend`):
+    the operators' factories (one text for all envs), then one line per mutant, `mut_<i>_<tool> =
+    _mut_<operator>(<tool>, <literals>)`. Each text passes the static check on its own (the module's when it was
+    loaded); the factories' check is remembered across envs, so a mutant costs one checked line. The env's tests
+    module is loaded once; each mutant runs the tests of its tool with their `env.call_tool(tool, ...)` calls
+    pointed at the mutant, in order, and stops at the first failing test.
 
     Args:
         refactored: the refactored toolset.
@@ -157,50 +167,48 @@ def score_suite(
         worker: a sandbox worker (left loaded with the mutants; the caller reloads what it needs next).
         seed: the seed the tests were generated with.
         budget_seconds: wall budget; mutants left when it runs out count as not killed.
+        tests_source: the env's tests module (generated from `refactored`, `db` and `seed` when omitted).
 
     Returns:
         The `MutationReport` (score None when no operator applies).
     """
     env = plan_environment(refactored.tools, refactored.log_only)
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
-    deadline = time.perf_counter() + budget_seconds
-    planned: list[tuple[str, str, str, str]] = []  # (tool, operator, alias, tests)
-    source = tools_source
+    planned: list[tuple[str, str, str]] = []  # (tool, operator, alias)
+    bindings: list[str] = []
     for tool, plan in zip(refactored.tools, env.tools, strict=True):
-        operators = applicable(tool, plan, env, db)
-        if not operators:
-            continue
-        tests = generate_tests_source(refactored, db, seed=seed, only=tool.name)
-        for operator in operators:
+        for operator in applicable(tool, plan, env, db):
             alias = _alias(len(planned), tool.name)
-            source += _wrapper(alias, tool, plan, env, operator, rebind=False)
-            planned.append((tool.name, operator, alias, _redirect(tests, tool.name, alias)))
+            bindings.append(_binding(alias, tool, plan, env, operator))
+            planned.append((tool.name, operator, alias))
     if not planned:
         return MutationReport(score=None, killed=0, total=0)
+    if tests_source is None:
+        tests_source = generate_tests_source(refactored, db, seed=seed)
     try:
-        worker.load(source, db)
+        worker.load(tools_source, db)
+        worker.extend(factories_source())  # the same text for every env: its static check is remembered
+        loaded = set(worker.extend("".join(bindings)))
+        missing = [alias for _, _, alias in planned if alias not in loaded]
+        if missing:  # never score a harness fault as a kill
+            raise SandboxError(f"mutants not loaded: {', '.join(missing[:5])}")
+        variants = [(tool, {tool: alias}) for tool, _, alias in planned]
+        error, runs = worker.run_tool_variants(tests_source, schemas, variants, total_seconds=budget_seconds)
     except SandboxError as exc:
-        results = [MutantResult(operator=op, tool=tool, killed=False, by=f"not run: {exc}"[:200])
-                   for tool, op, _, _ in planned]  # fmt: skip
+        error, runs = f"{type(exc).__name__}: {exc}", []
+    if error is not None:
+        results = [MutantResult(operator=op, tool=tool, killed=False, by=f"not run: {error}"[:200])
+                   for tool, op, _ in planned]  # fmt: skip
         return MutationReport(score=0.0, killed=0, total=len(results), mutants=tuple(results))
-    results = [_run_mutant(worker, tests, schemas, tool, op, deadline) for tool, op, _, tests in planned]
+    results = [_result(tool, op, run) for (tool, op, _), run in zip(planned, runs, strict=True)]
     killed = sum(r.killed for r in results)
     return MutationReport(score=round(killed / len(results), 4), killed=killed, total=len(results),
                           mutants=tuple(results))  # fmt: skip
 
 
-def _run_mutant(
-    worker: SandboxWorker, tests: str, schemas: dict[str, Any], tool: str, operator: str, deadline: float
-) -> MutantResult:
-    remaining = deadline - time.perf_counter()
-    if remaining <= 0:
-        return MutantResult(operator=operator, tool=tool, killed=False, by="not run: mutation budget exhausted")
-    try:
-        report = worker.run_tests(tests, schemas, total_seconds=min(remaining, 20.0))
-    except SandboxError as exc:
-        return MutantResult(operator=operator, tool=tool, killed=True, by=f"sandbox: {type(exc).__name__}")
-    if report.error is not None and not report.cases:
-        return MutantResult(operator=operator, tool=tool, killed=False, by=f"not run: {report.error[:200]}")
-    first = next((c for c in report.failures), None)
+def _result(tool: str, operator: str, run: VariantRun) -> MutantResult:
+    if not run.ran:
+        return MutantResult(operator=operator, tool=tool, killed=False, by=f"not run: {run.note}"[:200])
+    first = run.failure
     return MutantResult(operator=operator, tool=tool, killed=first is not None,
                         by=f"{first.name}: {first.message[:160]}" if first else "")  # fmt: skip

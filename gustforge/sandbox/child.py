@@ -177,6 +177,41 @@ def _deepcopy(x: Any) -> Any:
     return copy.deepcopy(x)
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+_PLAIN_DEPTH = 100
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(value: Any, depth: int) -> Any:
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if depth > _PLAIN_DEPTH:  # deeper than any JSON data the harness hands out; maybe a cycle
+        raise _NotPlain
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if type(key) not in _ATOMS:
+                raise _NotPlain
+            out[key] = item if type(item) in _ATOMS else _plain(item, depth + 1)
+        return out
+    if kind is list:
+        return [item if type(item) in _ATOMS else _plain(item, depth + 1) for item in value]
+    raise _NotPlain
+
+
+def _data_copy(value: Any) -> Any:
+    """A deep copy of the DB handed to a test: plain dicts, lists and scalars (exact types) are copied directly,
+    anything else a tool left there goes through `copy.deepcopy` (the result is equal either way)."""
+    try:
+        return _plain(value, 0)
+    except _NotPlain:
+        return copy.deepcopy(value)
+
+
 def _namedtuple(typename: Any, field_names: Any, *, rename: bool = False, defaults: Any = None) -> Any:
     """`namedtuple` with a fixed module (the real one walks `sys._getframe`, which the audit hook refuses)."""
     return namedtuple(typename, field_names, rename=rename, defaults=defaults, module="sandbox")
@@ -229,12 +264,18 @@ def _proxies(seed: int) -> dict[str, ModuleProxy]:
         "copy": {"copy": _copy, "deepcopy": _deepcopy},
     }
     proxies = {}
-    for name, exports in POLICY.MODULE_EXPORTS.items():
+    for name in POLICY.MODULE_EXPORTS:
         source = overrides.get(name, {})
-        module = _REAL_MODULES.get(name)
-        attrs = {attr: source[attr] if attr in source else getattr(module, attr) for attr in sorted(exports)}
+        attrs = {attr: source[attr] if attr in source else real for attr, real in _real_exports(name)}
         proxies[name] = ModuleProxy(name, attrs)
     return proxies
+
+
+@functools.cache
+def _real_exports(name: str) -> tuple[tuple[str, Any], ...]:
+    """(attribute, real value) of an allowed module's exports, sorted; None where an override supplies it."""
+    module = _REAL_MODULES.get(name)
+    return tuple((attr, getattr(module, attr, None)) for attr in sorted(POLICY.MODULE_EXPORTS[name]))
 
 
 def _builtins(proxies: dict[str, ModuleProxy]) -> dict[str, Any]:
@@ -254,10 +295,12 @@ def _builtins(proxies: dict[str, ModuleProxy]) -> dict[str, Any]:
 
 
 def _compile(source: str, label: str, *, static_check: bool = True) -> types.CodeType:
-    violations = POLICY.find_violations(source) if static_check else []
-    if violations:
-        raise Fault("violation", f"{label}: " + "; ".join(violations))
-    return compile(source, f"<{label}>", "exec", dont_inherit=True)
+    if not static_check:
+        return compile(source, f"<{label}>", "exec", dont_inherit=True)
+    tree, violations = POLICY.checked_tree(source)
+    if violations or tree is None:
+        raise Fault("violation", f"{label}: " + "; ".join(violations or ["source cannot be parsed"]))
+    return compile(tree, f"<{label}>", "exec", dont_inherit=True)  # the tree that was checked, not a re-parse
 
 
 class Limits:
@@ -350,27 +393,50 @@ class Sandbox(_Sealed):
         self.static_check = static_check
         self.validation = validation
         self.tools_code: types.CodeType | None = None
+        self.extensions: list[types.CodeType] = []  # extra functions exec'd into the tools module (mutants)
         self.db_json = "{}"
         self.seed = 0
         self.db: dict[str, Any] = {}
         self.tools: dict[str, Any] = {}
         self.tests: dict[str, Any] = {}
         self.schemas: dict[str, Any] = {}
+        self.schemas_json = "{}"
         self.parameters: dict[str, Any] = {}
+        self._compiled: dict[tuple[str, str], types.CodeType] = {}  # the last few modules checked and compiled
 
     def load(self, source: str, db: dict[str, Any], seed: int, parameters: dict[str, Any] | None = None) -> list[str]:
         self.unload()
         if parameters and not self.validation:
             raise Fault("error", "this worker was started without validation: it cannot check tool arguments")
-        self.tools_code = _compile(source, "tools", static_check=self.static_check)
+        self.tools_code = self._compile(source, "tools")
         self.db_json, self.seed = json.dumps(db), seed
         self.parameters = dict(parameters or {})
         self.reset()
         return list(self.tools)
 
+    def _compile(self, source: str, label: str) -> types.CodeType:
+        """`_compile`, remembered per text: the same env's module loaded again (tests, then mutation) is checked
+        and compiled once per process (a code object is immutable; each load still execs it afresh)."""
+        key = (label, source)
+        code = self._compiled.get(key)
+        if code is None:
+            code = _compile(source, label, static_check=self.static_check)
+            while len(self._compiled) >= 4:
+                del self._compiled[next(iter(self._compiled))]
+            self._compiled[key] = code
+        return code
+
     def unload(self) -> None:
         self.tools_code, self.db, self.tools, self.tests, self.schemas = None, {}, {}, {}, {}
-        self.parameters = {}
+        self.parameters, self.extensions, self.schemas_json = {}, [], "{}"
+
+    def extend(self, source: str) -> list[str]:
+        """Exec `source` into the tools module after it, now and on every reset; it passes the same check."""
+        if self.tools_code is None:
+            raise Fault("error", "no tools module is loaded")
+        self.extensions.append(self._compile(source, "tools"))
+        self.reset()
+        return list(self.tools)
 
     def reset(self, db: dict[str, Any] | None = None) -> None:
         """Fresh tools module and initial DB; `db` (sent by the parent, which holds the authoritative copy) wins."""
@@ -379,17 +445,18 @@ class Sandbox(_Sealed):
         if db is not None:
             self.db_json = json.dumps(db)
         self.db = json.loads(self.db_json)
-        namespace = self._exec(self.tools_code, "tools")
+        namespace = self._exec(self.tools_code, "tools", *self.extensions)
         self.tools = {name: value for name, value in namespace.items() if _is_public_function(name, value, "tools")}
 
     def set_db(self, db: dict[str, Any]) -> None:
         self.db = json.loads(json.dumps(db))
 
-    def _exec(self, code: types.CodeType, module_name: str) -> dict[str, Any]:
+    def _exec(self, code: types.CodeType, module_name: str, *more: types.CodeType) -> dict[str, Any]:
         namespace: dict[str, Any] = {"__builtins__": _builtins(_proxies(self.seed)), "__name__": module_name}
         self.limits.arm()
         try:
-            exec(code, namespace)
+            for part in (code, *more):
+                exec(part, namespace)
         except MemoryError:
             raise
         except Exception as exc:
@@ -423,8 +490,9 @@ class Sandbox(_Sealed):
     def load_tests(self, source: str, schemas: dict[str, Any]) -> list[str]:
         if not self.validation:
             raise Fault("error", "this worker was started for sessions only (validation=False): it cannot run tests")
-        code = _compile(source, "tests", static_check=self.static_check)
-        self.schemas = json.loads(json.dumps(schemas))
+        code = self._compile(source, "tests")
+        self.schemas_json = json.dumps(schemas)
+        self.schemas = json.loads(self.schemas_json)
         namespace = self._exec(code, "tests")
         self.tests = {
             name: value
@@ -433,12 +501,20 @@ class Sandbox(_Sealed):
         }
         return list(self.tests)
 
-    def run_test(self, name: str) -> dict[str, Any]:
+    def run_test(self, name: str, redirect: Any = None) -> dict[str, Any]:
+        """Run one test on a fresh module and DB; `redirect` {tool: function} points its `env.call_tool(tool)`
+        calls at another loaded function (a mutant), names and schemas staying the tool's."""
         test = self.tests.get(name)
         if test is None:
             raise Fault("error", f"unknown test {name!r}")
+        redirect = dict(redirect or {})
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in redirect.items()):
+            raise Fault("error", "redirect must map tool names to function names")
         self.reset()
-        env = TestEnv(self)
+        unknown = sorted(v for v in redirect.values() if v not in self.tools)
+        if unknown:
+            raise Fault("error", f"redirect to functions that are not loaded: {unknown[:5]}")
+        env = TestEnv(self, redirect)
         self.limits.arm()
         try:
             returned = test(env)
@@ -493,13 +569,14 @@ class TestEnv(_Sealed):
     `_failures`, and a test could clear its own failures.
     """
 
-    __slots__ = ("_sandbox", "_failures", "_called", "schemas")
+    __slots__ = ("_sandbox", "_failures", "_called", "_redirect", "schemas")
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, redirect: dict[str, str] | None = None) -> None:
         self._sandbox = sandbox
+        self._redirect = dict(redirect or {})
         self._failures: list[str] = []
         self._called: list[str] = []
-        self.schemas = copy.deepcopy(sandbox.schemas)
+        self.schemas = json.loads(sandbox.schemas_json)  # each test its own copy (the schemas are JSON)
 
     def call(self, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Same semantics as `EnvSession.call`: JSON arguments, validated against the tool's schema first."""
@@ -524,10 +601,11 @@ class TestEnv(_Sealed):
             args = json.loads(json.dumps({} if args is None else args, allow_nan=False))
         except (TypeError, ValueError) as exc:
             return {"status": "error", "message": f"invalid arguments: not JSON: {exc}"}
-        return self._sandbox.call(tool, args if isinstance(args, dict) else {}, validate=False)
+        target = self._redirect.get(tool, tool) if isinstance(tool, str) else tool
+        return self._sandbox.call(target, args if isinstance(args, dict) else {}, validate=False)
 
     def db(self) -> dict[str, Any]:
-        return copy.deepcopy(self._sandbox.db)
+        return _data_copy(self._sandbox.db)
 
     def reset(self) -> None:
         self._sandbox.reset()
@@ -560,10 +638,12 @@ def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
         return sandbox.reset(request.get("db"))
     if op == "unload":
         return sandbox.unload()
+    if op == "extend":
+        return sandbox.extend(request["source"])
     if op == "load_tests":
         return sandbox.load_tests(request["source"], request["schemas"])
     if op == "run_test":
-        return sandbox.run_test(request["name"])
+        return sandbox.run_test(request["name"], request.get("redirect"))
     if op == "ping":
         return "pong"
     raise Fault("error", f"unknown op {op!r}")

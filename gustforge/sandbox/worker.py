@@ -27,8 +27,9 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,6 +37,9 @@ from data.models import TestReport
 from gustforge.errors import SandboxError, SandboxMemoryError, SandboxTimeout, SandboxViolation
 from gustforge.sandbox.check import check_source
 from gustforge.sandbox.zygote import Zygote
+
+if TYPE_CHECKING:
+    from gustforge.sandbox.testing import VariantRun
 
 __all__ = ["SandboxLimits", "SandboxWorker", "CHILD_SCRIPT", "MAX_RESPONSE_BYTES", "MAX_DEPTH", "namespace_prefix"]
 
@@ -102,6 +106,7 @@ class _State(BaseModel):
     db: dict[str, Any]
     seed: int
     parameters: dict[str, Any] | None = None
+    extensions: tuple[str, ...] = ()
     tests: tuple[str, dict[str, Any]] | None = None
 
 
@@ -170,6 +175,23 @@ class SandboxWorker:
             self._state = _State(tools_source=tools_source, db=db, seed=self.seed, parameters=parameters)
         return [str(name) for name in self._expect(list, names)]
 
+    def extend(self, source: str) -> list[str]:
+        """Check `source` and exec it into the loaded tools module after the module itself (now and after every
+        reset); returns the module's public function names. Mutation scoring adds its mutants this way, so only
+        their own text is checked, not the whole module again.
+
+        Raises:
+            SandboxViolation: the source breaks the policy. SandboxError: nothing loaded, or it fails at import.
+        """
+        if self._static_check:
+            check_source(source)
+        with self._lock:
+            if self._state is None:
+                raise SandboxError("load a tools module before extending it")
+            names = self._request({"op": "extend", "source": source})
+            self._state = self._state.model_copy(update={"extensions": (*self._state.extensions, source)})
+        return [str(name) for name in self._expect(list, names)]
+
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         """Run `tool(db, **args)` on the live DB. Tool exceptions come back as `{"status": "error", ...}`."""
         return self._expect(dict, self._request({"op": "call", "tool": tool, "args": args}))
@@ -218,6 +240,20 @@ class SandboxWorker:
         from gustforge.sandbox.testing import run_test_module  # local: keeps the worker module small
 
         return run_test_module(self, tests_source, schemas, total_seconds=total_seconds)
+
+    def run_tool_variants(
+        self,
+        tests_source: str,
+        schemas: dict[str, dict[str, Any]],
+        variants: Sequence[tuple[str, Mapping[str, str]]],
+        *,
+        total_seconds: float = 60.0,
+    ) -> tuple[str | None, list[VariantRun]]:
+        """Run one tool's tests per variant `(tool, {tool: function})`, its `env.call_tool(tool)` calls redirected
+        to `function`, until a test fails (mutation scoring); see `gustforge.sandbox.testing.run_tool_variants`."""
+        from gustforge.sandbox.testing import run_tool_variants
+
+        return run_tool_variants(self, tests_source, schemas, variants, total_seconds=total_seconds)
 
     def close(self) -> None:
         """Stop the child process group; the worker cannot be used afterwards."""
@@ -270,8 +306,11 @@ class SandboxWorker:
             self._state = self._state.model_copy(update={"tests": (tests_source, schemas)})
         return [str(name) for name in self._expect(list, names)]
 
-    def _run_test(self, name: str, *, wall_seconds: float) -> dict[str, Any]:
-        return self._expect(dict, self._request({"op": "run_test", "name": name}, wall_seconds=wall_seconds))
+    def _run_test(self, name: str, *, wall_seconds: float, redirect: dict[str, str] | None = None) -> dict[str, Any]:
+        request: dict[str, Any] = {"op": "run_test", "name": name}
+        if redirect:
+            request["redirect"] = redirect
+        return self._expect(dict, self._request(request, wall_seconds=wall_seconds))
 
     def _drop_tests(self) -> None:
         with self._lock:
@@ -374,6 +413,8 @@ class SandboxWorker:
                 {"op": "load", "source": state.tools_source, "db": state.db, "seed": state.seed,
                  "parameters": state.parameters}
             )  # fmt: skip
+            for extension in state.extensions:
+                self._send({"op": "extend", "source": extension})
             if state.tests is not None:
                 self._send({"op": "load_tests", "source": state.tests[0], "schemas": state.tests[1]})
 

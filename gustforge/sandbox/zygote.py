@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -37,9 +38,20 @@ class ZygoteProcess:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        if self.returncode is None:
+        # Only the worker holds the write end of its stdout pipe: while that end is open, the worker runs, and the
+        # zygote (one process for every worker, behind a lock) need not be asked on every request.
+        if self.returncode is None and self._hung_up():
             self.returncode = self.zygote.status(self.pid, self.generation)
         return self.returncode
+
+    def _hung_up(self) -> bool:
+        try:
+            probe = select.poll()
+            probe.register(self.stdout.fileno(), 0)  # hang-ups and errors are reported whatever the mask
+            events = probe.poll(0)
+        except (OSError, ValueError):  # closed here
+            return True
+        return any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, mask in events)
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-import envgen.mutation as mutation_module
 from data.models import RawTool, Toolset
 from envgen.build import build_environment
 from envgen.codegen import generate_tools_source
@@ -139,9 +138,7 @@ def test_mutation_operators_follow_the_family(toucan: dict[str, Toolset]) -> Non
     assert "filters_ignored" in ops["list_items"] and "state_skipped" not in ops["list_items"]
 
 
-def test_score_counts_kills_and_a_hollow_suite_scores_zero(
-    worker: SandboxWorker, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_score_counts_kills_and_a_hollow_suite_scores_zero(worker: SandboxWorker) -> None:
     rt = refactor_toolset(sample("Stockroom"), FAST)
     db = synthesize_database(rt, seed=0)
     source = generate_tools_source(rt, db)
@@ -150,11 +147,10 @@ def test_score_counts_kills_and_a_hollow_suite_scores_zero(
     assert {m.operator for m in report.mutants} == {
         "no_validation", "filters_ignored", "state_skipped", "wrong_record", "empty_result"
     }  # fmt: skip
-    hollow = "def test_{tool}_runs(env):\n    env.call_tool({tool!r}, {{}})\n"
-    monkeypatch.setattr(mutation_module, "generate_tests_source",
-                        lambda rt, db, seed, only: hollow.format(tool=only))  # fmt: skip
-    weak = score_suite(rt, db, source, worker, seed=0)
+    hollow = "".join(f"def test_{t.name}_runs(env):\n    env.call_tool({t.name!r}, {{}})\n" for t in rt.tools)
+    weak = score_suite(rt, db, source, worker, seed=0, tests_source=hollow)
     assert weak.score == 0.0 and weak.total == report.total
+    assert all(m.by == "" for m in weak.mutants)  # every mutant ran its tool's (hollow) test and survived
 
 
 def test_families_are_chosen_from_name_schema_and_description() -> None:

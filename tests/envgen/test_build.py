@@ -51,6 +51,9 @@ def test_every_sample_is_built(outcome) -> None:
         mutation = built.test_report.mutation
         assert mutation is not None and mutation.total > 0 and mutation.score == built.manifest.mutation_score
         assert mutation.score >= FAST.min_mutation_score, (built.manifest.name, mutation)
+        # every mutant ran in the pool's worker: a kill names the failing test, never a harness fault
+        assert all(m.by.startswith("test_") for m in mutation.mutants if m.killed), mutation
+        assert not any(m.by.startswith("not run") for m in mutation.mutants), mutation
         assert set(built.manifest.behaviours) == {s.name for s in built.schemas}
         rejected = built.test_report.rejected_calls  # counted apart: what only the tool itself can reject
         assert rejected["tool_only"] > 0 and rejected["schema_invalid"] > 0
