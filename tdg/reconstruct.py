@@ -44,6 +44,7 @@ from tdg.fields import (
     EdgeEvidence,
     FieldRef,
     entity_of,
+    is_key_name,
     json_type,
     match_score,
     param_specs,
@@ -230,6 +231,14 @@ def _closest_field(evidence: str) -> list[EdgeEvidence]:
     return [ev] if cos >= _CLOSEST_FIELD_MIN_COS or ev.path in _RESULT_FIELDS else []
 
 
+def _same_kind(param: str, ref: FieldRef, entity: str | None) -> bool:
+    """A descriptive value (a name, a title) passes on by its name only within records of the tool's own kind: a
+    department's name is not the name of the employee `create_employee` makes. Keys pass on across kinds."""
+    if is_key_name(param) or _id_param(param) or ref.parent is None or entity is None:
+        return True
+    return singular(ref.parent) == singular(entity)
+
+
 def _dependency_options(
     tool: ToolSchema, param: str, schema: Mapping[str, Any], dag: nx.DiGraph, pred: str, output: Any,
     live: set[str], stored: set[str] = frozenset(),  # type: ignore[assignment]
@@ -249,8 +258,9 @@ def _dependency_options(
         if ev.param == param and ev.src == pred
         for path, value in resolve_path(output, ev.path)
     ]
-    scored = [(match_score(param, ref, dst_entity=tool_entity(tool)), ref.path, v) for ref, v in _leaves(output)
-              if not (ref.parent is None and ref.leaf in _STRUCTURAL)]  # fmt: skip
+    entity = tool_entity(tool)
+    scored = [(match_score(param, ref, dst_entity=entity), ref.path, v) for ref, v in _leaves(output)
+              if not (ref.parent is None and ref.leaf in _STRUCTURAL) and _same_kind(param, ref, entity)]  # fmt: skip
     best = max((sc for sc, _, _ in scored), default=0.0)
     by_name = [(path, v) for sc, path, v in scored if sc == best and best > 0]
     if allowed is not None:

@@ -62,6 +62,13 @@ def repair_json(text: str) -> dict[str, Any]:
     """
     last_error = "no balanced {...} object found"
     text = strip_reasoning(text)
+    if text.startswith("{"):  # a clean reply, the common case: skip the character scan of the candidates
+        try:
+            value = json.loads(text, strict=False)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict):
+            return value
     for candidate in _all_candidates(text):
         for attempt, strict in ((candidate, True), (repair_text(candidate), False)):
             try:  # strict=False admits raw newlines/tabs inside strings, a common model slip

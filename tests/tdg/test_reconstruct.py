@@ -371,3 +371,18 @@ def test_range_ends_are_drawn_in_order() -> None:
     # a value that came from an earlier call is not moved
     assert order_ranges({"start_date": "2025-03-01", "end_date": "2025-01-01"}, frozenset({"end_date"}))[
         "start_date"] == "2025-03-01"
+
+
+def test_a_descriptive_value_passes_on_only_within_its_own_kind() -> None:
+    """`create_employee.name` is not the name of a department `list_departments` returned (a real sample trace
+    named the new employee "Engineering"); the department's id passes on, as the edge says."""
+    from tdg.fields import FieldRef
+    from tdg.reconstruct import _same_kind
+
+    department_name = FieldRef("departments[0].name", "name", "departments", "string")
+    employee_name = FieldRef("employee.name", "name", "employee", "string")
+    department_id = FieldRef("departments[0].department_id", "department_id", "departments", "string")
+    assert not _same_kind("name", department_name, "employee")
+    assert _same_kind("name", employee_name, "employees")
+    assert _same_kind("department_id", department_id, "employee")
+    assert _same_kind("name", FieldRef("name", "name", None, "string"), "employee")  # a top-level result
