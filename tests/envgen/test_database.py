@@ -98,7 +98,7 @@ def test_check_database_finds_problems() -> None:
 @pytest.mark.parametrize(
     ("field", "schema", "check"),
     [
-        ("email", {"type": "string"}, lambda v: v.endswith("@example.com")),
+        ("email", {"type": "string"}, lambda v: v.rsplit("@", 1)[1] in ("example.com", "example.org", "example.net")),
         ("due", {"type": "string", "format": "date"}, lambda v: len(v) == 10 and v[4] == "-"),
         ("price", {"type": "number", "minimum": 600}, lambda v: v >= 600),
         ("kind", {"type": "string", "enum": ["a", "b"]}, lambda v: v in ("a", "b")),
