@@ -19,8 +19,16 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["CITIES", "FREE_TEXT_TOKENS", "PERSON_TOKENS", "field_tokens", "note_text", "plain_value", "title_text",
-           "typed_value"]
+__all__ = [
+    "CITIES",
+    "FREE_TEXT_TOKENS",
+    "PERSON_TOKENS",
+    "field_tokens",
+    "note_text",
+    "plain_value",
+    "title_text",
+    "typed_value",
+]
 
 Maker = Callable[["_Ctx"], Any]
 
@@ -149,22 +157,46 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("isbn"), lambda c: c.fake().isbn13()),
     (_has("ip", "ipv4", "ipaddress"), lambda c: c.fake().ipv4_private()),
     (_has("port"), lambda c: str(c.rng.choice((22, 80, 443, 3306, 5432, 6379, 8080, 8443, 9000)))),
-    (_has("host", "hostname", "server", "domain"), lambda c: c.fake().hostname(1) if "host" in c.tokens
-     or "hostname" in c.tokens or "server" in c.tokens else c.fake().domain_name()),  # fmt: skip
+    (
+        _has("host", "hostname", "server", "domain"),
+        lambda c: (
+            c.fake().hostname(1)
+            if "host" in c.tokens or "hostname" in c.tokens or "server" in c.tokens
+            else c.fake().domain_name()
+        ),
+    ),  # fmt: skip
     (_has("url", "link", "website", "uri", "homepage", "endpoint", "webhook"), lambda c: c.fake().url()),
     (_has("uuid", "guid"), lambda c: str(c.fake().uuid4())),
     (_has("ticker", "symbol"), lambda c: c.rng.choice(_TICKERS)),
     (_has("crypto", "coin"), lambda c: c.rng.choice(_CRYPTO)),
     (_has("currency"), lambda c: c.rng.choice(("USD", "EUR", "GBP", "JPY", "BRL"))),
-    (lambda c: "first" in c.tokens and "name" in c.tokens or "firstname" in c.tokens,
-     lambda c: c.fake().first_name()),  # fmt: skip
-    (lambda c: bool(c.tokens & {"last", "sur"}) and "name" in c.tokens or bool(c.tokens & {"lastname", "surname"}),
-     lambda c: c.fake().last_name()),  # fmt: skip
+    (
+        lambda c: "first" in c.tokens and "name" in c.tokens or "firstname" in c.tokens,
+        lambda c: c.fake().first_name(),
+    ),  # fmt: skip
+    (
+        lambda c: bool(c.tokens & {"last", "sur"}) and "name" in c.tokens or bool(c.tokens & {"lastname", "surname"}),
+        lambda c: c.fake().last_name(),
+    ),  # fmt: skip
     (_has("username", "login", "handle", "nickname", "screenname"), lambda c: c.fake().user_name()),
     (_has("password", "passphrase"), lambda c: c.fake().password(length=14)),
     (_name_of_person, lambda c: c.fake().name()),
-    (_has("company", "organization", "organisation", "org", "employer", "vendor", "supplier", "brand",
-          "manufacturer", "publisher", "merchant"), lambda c: c.fake().company()),  # fmt: skip
+    (
+        _has(
+            "company",
+            "organization",
+            "organisation",
+            "org",
+            "employer",
+            "vendor",
+            "supplier",
+            "brand",
+            "manufacturer",
+            "publisher",
+            "merchant",
+        ),
+        lambda c: c.fake().company(),
+    ),  # fmt: skip
     (_has("job", "occupation", "profession"), lambda c: c.fake().job()),
     (_has("city", "town", "destination", "origin", "location", "place", "venue"), lambda c: c.rng.choice(CITIES)),
     (lambda c: "country" in c.tokens and "code" in c.tokens, lambda c: c.fake().country_code()),
