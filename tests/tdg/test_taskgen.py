@@ -44,8 +44,8 @@ def _task_text(text: TaskText) -> str:
 class TestWriteTaskOffline:
     def test_states_every_context_value_and_hides_dependency_values(self, env, credit_trace, offline):
         text = write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=3)
-        query, everything = text.user_query, _task_text(text)
-        assert '"Ann Lee"' in query and " 5" in query
+        everything = _task_text(text)
+        assert '"Ann Lee"' in everything and " 5" in everything
         # dependency values (user_id u1 from find_user, account acc-7 from get_user) stay implicit
         for hidden in ("u1", "acc-7"):
             assert hidden not in everything
@@ -61,17 +61,26 @@ class TestWriteTaskOffline:
 
     def test_dialogue_plays_the_information_gap_without_repeating_the_query(self, env, credit_trace, offline):
         texts = [write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=s)
-                 for s in range(16)]
+                 for s in range(24)]  # fmt: skip
         with_history = [t for t in texts if t.dialogue_history]
         assert with_history and len(with_history) < len(texts)  # seeds vary the shape
+        assert {("Ann Lee" in t.dialogue_history[0]["content"]) for t in with_history} == {True, False}
         for text in with_history:
             assert [t["role"] for t in text.dialogue_history] == ["user", "assistant"]
-            goal = text.dialogue_history[0]["content"]
-            assert "Ann Lee" not in goal and "Ann Lee" in text.user_query
-            assert goal not in text.user_query  # the query is the next user turn, not a repeat
+            first = text.dialogue_history[0]["content"]
+            assert _task_text(text).count("Ann Lee") == 1  # every value said once, in the history or the query
+            assert first not in text.user_query  # the query is the next user turn, not a repeat
         for text in texts:
             assert len(text.reasoning_chain) == 3
             assert "taking account_id from the output get_user.user.account_id" in text.reasoning_chain[2]
+
+    def test_the_query_always_states_the_goal(self, env, credit_trace, offline):
+        from tdg.quality import goal_missing
+
+        for seed in range(24):
+            text = write_task(credit_trace, env, incoming_edges=(), client=offline, seed=seed)
+            assert "add a balance" in text.user_query or "add the balance" in text.user_query, text.user_query
+            assert not goal_missing(make_task_record(credit_trace, text, env, seed=seed)), text.user_query
 
     def test_never_quotes_descriptions_tool_names_or_steps(self, env, credit_trace, offline):
         for seed in range(12):
