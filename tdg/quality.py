@@ -329,9 +329,12 @@ def _is_filler(key: str, value: str, words: frozenset[str], patterns: Sequence[r
         return False
     counters = [t for t in tokens if t.lstrip("#").isdigit()]
     rest = [t for t in tokens if t not in counters and t not in field]
-    named = len(rest) < len(tokens) - len(counters)  # the field's own name is part of the value
-    filler_only = all(t in words for t in rest)
-    return filler_only and ((named and bool(rest or counters)) or (bool(rest) and bool(counters)))
+    named = len(tokens) - len(counters) - len(rest)  # words of the field's own name in the value
+    if not all(t in words for t in rest):
+        return False
+    if rest:  # "summit file key", "alpha cnpj", "Harbor Summit 3"
+        return named > 0 or bool(counters)
+    return named >= 2 and bool(counters)  # "customer name 2" (but "Room 12", "CAR-002" are real)
 
 
 def filler_values(value: Any, where: str, cfg: QualityConfig) -> list[str]:

@@ -190,21 +190,31 @@ def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
     return f"{verb} the {obj}"
 
 
-def _goal_phrase(tools: Sequence[str], definitions: Mapping[str, Mapping[str, Any]], rng: random.Random) -> str:
-    """What the user wants done, object named once: "create a rental, extend it and then cancel it"."""
-    pairs = list(dict.fromkeys(_verb_object(t, definitions) for t in tools))
-    if len(pairs) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
-        pairs = [pairs[0], *pairs[-(_MAX_GOALS - 1) :]]
+def _goal_phrase(calls: Sequence[TraceCall], definitions: Mapping[str, Mapping[str, Any]], rng: random.Random) -> str:
+    """What the user wants done, each object named once: "create a rental, extend it and then cancel it".
+
+    "it" only when the call acts on the record the previous one named or made (a shared id), so "extend the
+    rental, then create a rental" stays two rentals.
+    """
+    from tdg.quality import id_values
+
+    chosen: dict[tuple[str, str], set[str]] = {}
+    for call in calls:
+        output = call.output if isinstance(call.output, Mapping) else {}
+        chosen.setdefault(_verb_object(call.name, definitions), id_values(call.arguments) | id_values(output))
+    items = list(chosen.items())
+    if len(items) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
+        items = [items[0], *items[-(_MAX_GOALS - 1) :]]
     phrases = []
-    previous = None
-    for verb, obj in pairs:
-        if obj == previous:
+    previous: tuple[str, set[str]] = ("", set())
+    for (verb, obj), ids in items:
+        if obj == previous[0] and ids & previous[1]:
             phrases.append(f"{verb} it")
         else:
             article = "a" if verb in ("create", "add", "make", "book", "open", "register", "place") else "the"
             article = "an" if article == "a" and obj[:1] in "aeiou" else article
             phrases.append(f"{verb} {article} {obj}")
-        previous = obj
+        previous = (obj, ids)
     if len(phrases) == 1:
         return phrases[0]
     joiner = rng.choice((" and then ", ", and after that ", " and finally ", ", then "))
@@ -315,7 +325,7 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     last_stage = calls[-1][0] if calls else 0
     writes = [c for _, c in calls if str(definitions.get(c.name, {}).get("kind", "read")) != "read"]
     targets = writes or [c for s, c in calls if s == last_stage]
-    goal = _goal_phrase([c.name for c in targets], definitions, rng) if targets else "finish my request"
+    goal = _goal_phrase(targets, definitions, rng) if targets else "finish my request"
     details = _details(calls, definitions, rng)
     rng.shuffle(details)
     picks = list(dict.fromkeys(_pick_statements(calls, rng)))

@@ -288,6 +288,8 @@ class TestFillerValues:
             ("date", "2025-01-01"),
             ("account_id", "ACC-001"),
             ("city", "New York"),
+            ("car_id", "CAR-002"),
+            ("room", "Room 12"),
             ("customer_name", "Dana Smith"),
         ],
     )
