@@ -76,6 +76,7 @@ _CATEGORIES = ("electronics", "garden", "kitchen", "outdoor", "office", "books",
 _TICKERS = ("AAPL", "MSFT", "NVDA", "TSLA", "AMZN", "GOOGL", "META", "JPM", "KO", "PETR4", "VALE3", "SAP", "TM")
 _LANGUAGES = ("en", "es", "fr", "de", "pt", "ja")
 _STATUS = ("active", "pending", "confirmed", "completed", "open")
+_REGIONS = ("Northeast", "Pacific Northwest", "Midwest", "Western Europe", "Southeast Asia", "East Africa", "Andes")
 _CRYPTO = ("BTC", "ETH", "SOL", "ADA", "DOT", "LTC")
 CITIES = (
     "Lisbon", "Toronto", "Osaka", "Nairobi", "Denver", "Krakow", "Melbourne", "Bogota", "Oslo", "Austin",
@@ -130,7 +131,7 @@ def _has(*words: str) -> Callable[[_Ctx], bool]:
 
 def _name_of_person(c: _Ctx) -> bool:
     named = "name" in c.tokens and bool(c.tokens & PERSON_TOKENS)
-    return named or bool(c.tokens & {"fullname", "assignee", "author", "recipient"})
+    return named or (bool(c.tokens) and c.tokens <= PERSON_TOKENS | {"fullname"})  # "owner", "assignee", "author"
 
 
 def _key_value(c: _Ctx) -> str:
@@ -201,6 +202,7 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("city", "town", "destination", "origin", "location", "place", "venue"), lambda c: c.rng.choice(CITIES)),
     (lambda c: "country" in c.tokens and "code" in c.tokens, lambda c: c.fake().country_code()),
     (_has("country", "nationality"), lambda c: c.fake().country()),
+    (_has("region", "province"), lambda c: c.rng.choice(_REGIONS)),
     (_has("zip", "zipcode", "postal", "postcode"), lambda c: c.fake().postcode()),
     (_has("address", "street"), lambda c: c.fake().street_address()),
     (_has("key", "token", "secret", "apikey"), _key_value),

@@ -190,6 +190,19 @@ def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
     return f"{verb} the {obj}"
 
 
+def _id_items(node: Any) -> Iterable[tuple[str, Any]]:
+    """(key, scalar) pairs of every mapping nested in `node`."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if isinstance(value, Mapping | list | tuple):
+                yield from _id_items(value)
+            else:
+                yield str(key), value
+    elif isinstance(node, list | tuple):
+        for item in node:
+            yield from _id_items(item)
+
+
 def _goal_phrase(calls: Sequence[TraceCall], definitions: Mapping[str, Mapping[str, Any]], rng: random.Random) -> str:
     """What the user wants done, each object named once: "create a rental, extend it and then cancel it".
 
@@ -198,10 +211,17 @@ def _goal_phrase(calls: Sequence[TraceCall], definitions: Mapping[str, Mapping[s
     """
     from tdg.quality import id_values
 
+    def own_ids(call: TraceCall, obj: str) -> set[str]:  # ids of the object itself ("order_id"), not its FKs
+        noun = obj.split()[-1] if obj else ""
+        output = call.output if isinstance(call.output, Mapping) else {}
+        found = id_values(call.arguments) | id_values(output)
+        keyed = {repr(v) for k, v in _id_items([call.arguments, output]) if k in ("id", f"{noun}_id", f"{noun}Id")}
+        return found & keyed
+
     chosen: dict[tuple[str, str], set[str]] = {}
     for call in calls:
-        output = call.output if isinstance(call.output, Mapping) else {}
-        chosen.setdefault(_verb_object(call.name, definitions), id_values(call.arguments) | id_values(output))
+        pair = _verb_object(call.name, definitions)
+        chosen.setdefault(pair, own_ids(call, pair[1]))
     items = list(chosen.items())
     if len(items) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
         items = [items[0], *items[-(_MAX_GOALS - 1) :]]

@@ -142,8 +142,13 @@ class TestTaskRecord:
         assert record.graph_complexity == graph_complexity(credit_trace) == 3 + 2
         assert record.teacher_status == "not_run" and record.pass_at_k is None and record.replay_ok is None
         roles = {f"role:{part}" for part in ("schemas", "db", "code", "graphs", "tasks")}
-        assert set(record.provenance) == {"toolset_id", "schemas_sha256", "tools_source_sha256", "initial_db_sha256",
-                                          *roles}
+        assert set(record.provenance) == {
+            "toolset_id",
+            "schemas_sha256",
+            "tools_source_sha256",
+            "initial_db_sha256",
+            *roles,
+        }
         assert record.provenance["role:tasks"] == "offline (deterministic templates)"
         assert record.task_id == make_task_record(credit_trace, text, env, seed=2).task_id
         other = text.model_copy(update={"user_query": text.user_query + "!"})
@@ -175,10 +180,33 @@ def test_the_goal_is_not_the_step_list_and_picks_are_stated_once():
               *({"calls": [{"name": n, "arguments": {}, "output": {"status": "success", "message": "ok"}}]}
                 for n in names)]  # fmt: skip
     definitions = [{"name": n, "kind": "action"} for n in names] + [
-        {"name": n, "kind": "read"} for n in ("list_products", "get_product", "check_product")]
+        {"name": n, "kind": "read"} for n in ("list_products", "get_product", "check_product")
+    ]
     inputs = {"golden_trace_json": {"trace_id": "t", "stages": stages}, "tool_definitions_json": definitions,
               "dependency_edges_json": [], "stated_values_json": [], "pick_criteria_json": [], "seed": 1}  # fmt: skip
     query = offline_task(inputs)["user_query"]
     assert sum(f"send the {w}" in query for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")) == 4
     assert "send the alpha" in query and "send the foxtrot" in query
     assert query.count('"Rake"') == 1
+
+
+def test_the_goal_says_it_only_for_the_same_record():
+    import random
+
+    from data.models import TraceCall
+    from tdg.taskgen import _goal_phrase
+
+    defs = {
+        n: {"kind": k} for n, k in (("create_order", "create"), ("update_order", "update"), ("cancel_order", "update"))
+    }
+    made = TraceCall(
+        name="create_order", arguments={"product_id": "P1"}, output={"order": {"order_id": "O9", "product_id": "P1"}}
+    )
+    same = TraceCall(name="cancel_order", arguments={"order_id": "O9"}, output={"order_id": "O9"})
+    other = TraceCall(
+        name="update_order", arguments={"order_id": "O2"}, output={"order": {"order_id": "O2", "product_id": "P1"}}
+    )
+    rng = random.Random(0)
+    assert _goal_phrase([made, same], defs, rng).endswith("cancel it")
+    assert "create an order" in _goal_phrase([other, made], defs, rng)  # a shared product is not the same order
+    assert _goal_phrase([other, made], defs, rng).startswith("update the order")
