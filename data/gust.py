@@ -817,6 +817,7 @@ def _usage_section(env_id: str) -> list[str]:
         "## Loading\n",
         "```python\nimport json\nfrom datasets import load_dataset\n\n"
         f'ds = load_dataset("{REPO_PLACEHOLDER}", split="train")\n'
+        f'# held_out = load_dataset("{REPO_PLACEHOLDER}", split="test")  # unseen environments (see Splits)\n'
         'row = ds[0]\ntools = json.loads(row["tool_schemas"])      # OpenAI function schemas\n'
         'trace = json.loads(row["golden_trace"])     # stages of calls with arguments and outputs\n```\n',
         "## Running an environment\n",
