@@ -14,7 +14,7 @@ from typing import Any
 
 from envgen.fakes import field_tokens, plain_value, typed_value
 
-__all__ = ["realistic_value", "new_value", "search_term", "field_values"]
+__all__ = ["realistic_number", "realistic_value", "new_value", "search_term", "field_values"]
 
 _QUERY_TOKENS = frozenset({"query", "keyword", "keywords", "search", "term", "topic", "q", "prompt", "text", "phrase"})
 _NAME_KEYS = ("name", "title", "label", "headline", "subject")
@@ -38,6 +38,20 @@ def realistic_value(param: str, schema: Mapping[str, Any], rng: random.Random) -
     if match and 0 < len(match.group(1).strip()) <= 60:
         return match.group(1).strip()
     return typed_value(param, schema, rng) or plain_value(param, rng)
+
+
+def realistic_number(param: str, schema: Mapping[str, Any], rng: random.Random) -> int | float:
+    """A number in a realistic range for its name (price 5-500, quantity 1-20, year 2018-2025, rating 1-5),
+    inside the schema's bounds — not the schema minimum plus a few (a salary of 0.65)."""
+    from envgen.database import sample_value
+
+    kind = "integer" if schema.get("type") == "integer" else "number"
+    bounds = {k: schema[k] for k in ("minimum", "maximum") if isinstance(schema.get(k), int | float)}
+    if isinstance(schema.get("exclusiveMinimum"), int | float):
+        bounds.setdefault("minimum", schema["exclusiveMinimum"] + (1 if kind == "integer" else 0.01))
+    if isinstance(schema.get("exclusiveMaximum"), int | float):
+        bounds.setdefault("maximum", schema["exclusiveMaximum"] - (1 if kind == "integer" else 0.01))
+    return sample_value(param, {"type": kind, **bounds}, rng)
 
 
 def field_values(db: Any, field: str) -> Iterator[Any]:

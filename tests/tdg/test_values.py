@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from tdg.values import new_value, realistic_value, search_term
+from tdg.values import new_value, realistic_number, realistic_value, search_term
 
 
 def test_schema_hints_win():
@@ -67,3 +67,12 @@ def test_values_are_seeded():
     assert [realistic_value(p, {}, random.Random(9)) for p in ("email", "cnpj", "city")] == [
         realistic_value(p, {}, random.Random(9)) for p in ("email", "cnpj", "city")
     ]
+
+
+def test_numbers_fall_in_ranges_their_names_suggest_and_respect_bounds():
+    for seed in range(10):
+        rng = random.Random(seed)
+        assert 5 <= realistic_number("price", {"type": "number"}, rng) <= 500
+        assert 2018 <= realistic_number("year", {"type": "integer"}, rng) <= 2025
+        assert 1 <= realistic_number("quantity", {"type": "integer", "maximum": 3}, rng) <= 3
+        assert realistic_number("amount", {"type": "number", "exclusiveMinimum": 600}, rng) > 600
