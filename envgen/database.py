@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import re
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -151,7 +152,8 @@ def _entity_name(entity: str | None, rng: random.Random, index: int) -> str:
     if names:
         return names[(index - 1) % len(names)]
     noun = (entity or "record").replace("_", " ").title()
-    return f"{_LAST[(index * 5 + rng.randrange(3)) % len(_LAST)]} {noun}"  # "Novak Clinic", "Ito Studio"
+    offset = zlib.crc32(noun.encode("utf-8")) % len(_LAST)  # distinct names for up to len(_LAST) records
+    return f"{_LAST[(index * 5 + offset) % len(_LAST)]} {noun}"  # "Novak Clinic", "Ito Studio"
 
 
 def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, entity: str | None = None) -> str:

@@ -76,6 +76,8 @@ _CATEGORIES = ("electronics", "garden", "kitchen", "outdoor", "office", "books",
 _TICKERS = ("AAPL", "MSFT", "NVDA", "TSLA", "AMZN", "GOOGL", "META", "JPM", "KO", "PETR4", "VALE3", "SAP", "TM")
 _LANGUAGES = ("en", "es", "fr", "de", "pt", "ja")
 _STATUS = ("active", "pending", "confirmed", "completed", "open")
+_STORES = ("customers", "orders", "analytics", "inventory", "billing", "users", "events", "products", "sessions",
+           "payments", "reports", "audit_logs")  # fmt: skip
 _REGIONS = ("Northeast", "Pacific Northwest", "Midwest", "Western Europe", "Southeast Asia", "East Africa", "Andes")
 _CRYPTO = ("BTC", "ETH", "SOL", "ADA", "DOT", "LTC")
 CITIES = (
@@ -205,6 +207,14 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("region", "province"), lambda c: c.rng.choice(_REGIONS)),
     (_has("zip", "zipcode", "postal", "postcode"), lambda c: c.fake().postcode()),
     (_has("address", "street"), lambda c: c.fake().street_address()),
+    (
+        lambda c: bool(c.tokens & {"connection", "dsn"}) and bool(c.tokens & {"string", "uri", "url", "dsn"}),
+        lambda c: f"mongodb://{c.fake().hostname(1)}:27017/{c.rng.choice(_STORES)}",
+    ),  # fmt: skip
+    (
+        _has("database", "db", "collection", "table", "bucket", "schema", "namespace", "index", "queue", "dataset"),
+        lambda c: c.rng.choice(_STORES),
+    ),  # fmt: skip
     (_has("key", "token", "secret", "apikey"), _key_value),
     (_has("path", "file", "filename", "filepath"), lambda c: c.fake().file_path(depth=2)),
     (_has("timestamp", "datetime"), _date_time),
