@@ -133,7 +133,7 @@ ACTION_VERBS = frozenset(
 )
 _INTENT = re.compile(
     r"\b(i'?d like|i would like|i want|i need|i'm looking|i am looking|looking for|could you|can you|would you|"
-    r"help me|i have to|i must|my plan is|let's|lets)\b"
+    r"help me|i have to|i must|my plan is|let's|lets|please|hoping you can|the job|i'd love|i wish|i plan to)\b"
 )
 _QUESTION = re.compile(r"^(what|which|how|where|when|who|whose|is|are|does|do|did|can|could|will|should)\b.*\?$")
 _STRUCTURAL_KEYS = frozenset({"status", "message", "event_id", "tool", "count", "success", "ok"})
