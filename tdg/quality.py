@@ -129,7 +129,9 @@ ACTION_VERBS = frozenset(
     "label sort filter count measure estimate forecast predict monitor scan inspect audit test report email call "
     "text message contact reply forward print save store file fill clear clean empty refill top load unload pick "
     "drop deliver collect withdraw deposit invest trade swap bridge stake mint burn claim redeem tell give bring "
-    "find out figure see know learn discover explore browse research investigate solve answer help".split()
+    "find out figure see know learn discover explore browse research investigate solve answer help insert write "
+    "append drag click scroll press navigate crawl hover select upsert patch put draw play pause resume skip mute "
+    "capture screenshot wait ping resolve parse encode decode hash encrypt decrypt".split()
 )
 _INTENT = re.compile(
     r"\b(i'?d like|i would like|i want|i need|i'm looking|i am looking|looking for|could you|can you|would you|"
@@ -350,7 +352,7 @@ def goal_missing(record: TaskRecord) -> bool:
 
     Quoted values and the trace's argument names are ignored ("check in date is ..." is not the verb "check").
     """
-    query = re.sub(r"\"[^\"]*\"|'[^']*'|\d[\d.,:/-]*", " ", record.text.user_query)
+    query = re.sub(r"\"[^\"]*\"|(?<!\w)'[^']*'(?!\w)|\d[\d.,:/-]*", " ", record.text.user_query)
     arg_words = {w for stage in record.trace.stages for call in stage.calls for a in call.arguments for w in _words(a)}
     tool_verbs = {_words(call.name)[0] for stage in record.trace.stages for call in stage.calls if _words(call.name)}
     text = _norm(query)

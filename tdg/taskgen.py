@@ -13,7 +13,7 @@ import logging
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -304,7 +304,9 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
-def _details(calls: Sequence[tuple[int, TraceCall]], definitions: Mapping[str, Any], rng: random.Random) -> list[str]:
+def _details(
+    calls: Sequence[tuple[int, TraceCall]], definitions: Mapping[str, Any], rng: random.Random, goals: Collection[str]
+) -> list[str]:
     """One clause per call with stated values; a value said once; a field stated twice with different values
     names what each is for ("to extend the rental: days 30")."""
     stated = [(c, v) for _, c in calls if (v := stated_arguments(c))]
@@ -317,8 +319,10 @@ def _details(calls: Sequence[tuple[int, TraceCall]], definitions: Mapping[str, A
         if not fresh:
             continue
         clause = _values_clause(fresh, rng)
-        if any(names[k] > 1 for k in fresh):
-            clause = f"{clause} to {_goal(call.name, definitions)}"
+        if any(names[k] > 1 for k in fresh):  # what the value is for: the goal, or the thing a lookup is about
+            purpose = f"to {_goal(call.name, definitions)}" if call.name in goals else \
+                f"for the {_verb_object(call.name, definitions)[1]}"  # fmt: skip
+            clause = f"{clause} {purpose}"
         clauses.append(clause)
     return clauses
 
@@ -346,7 +350,7 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     writes = [c for _, c in calls if str(definitions.get(c.name, {}).get("kind", "read")) != "read"]
     targets = writes or [c for s, c in calls if s == last_stage]
     goal = _goal_phrase(targets, definitions, rng) if targets else "finish my request"
-    details = _details(calls, definitions, rng)
+    details = _details(calls, definitions, rng, {c.name for c in targets})
     rng.shuffle(details)
     picks = list(dict.fromkeys(_pick_statements(calls, rng)))
     want = rng.choice(_WANTS).format(goal=goal)

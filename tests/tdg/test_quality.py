@@ -335,6 +335,8 @@ class TestGoal:
             "What is the weather in Lisbon tomorrow?",
             'Cancel order "O1", please.',
             "Could you sort out my subscription?",
+            "Hello, I'd like to create a collection. Let me know when it's done.",
+            "I'm hoping you can insert the rows into the table.",
         ],
     )
     def test_a_stated_goal_is_found(self, query):
