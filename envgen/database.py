@@ -157,8 +157,13 @@ def _entity_name(entity: str | None, rng: random.Random, index: int) -> str:
 
 
 def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, entity: str | None = None) -> str:
-    if field in ("name", "full_name", "display_name") or (field == "title" and entity is not None):
-        return _entity_name(entity, rng, index) if field != "title" else _title(rng, index, field)
+    if field in ("name", "full_name", "display_name"):
+        return _entity_name(entity, rng, index)
+    head = (entity or "").split("_")[-1]
+    if field in ("title", "job_title", "position", "role") and (entity in PERSON_NOUNS or head in PERSON_NOUNS):
+        return typed_value("job", {}, rng) or "Analyst"  # an employee's title is a job title
+    if field == "title" and entity is not None:
+        return _title(rng, index, field)
     if (value := typed_value(field, schema, rng, index=index)) is not None:
         return value
     for pattern, generate in _STRING_RULES:

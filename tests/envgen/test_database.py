@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
@@ -129,3 +130,19 @@ def test_llm_variant_is_validated() -> None:
     ):
         with pytest.raises(CodegenError, match="invalid_database: .*ACC-404"):
             synthesize_database(rt, seed=0, client=client)
+
+
+def test_values_are_typed_by_field_and_never_codename_fillers():
+    from envgen.fakes import field_tokens
+
+    rng = random.Random(4)
+    assert re.fullmatch(r"\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}", sample_value("cnpj", {"type": "string"}, rng))
+    assert "@" in sample_value("contact_email", {"type": "string"}, rng)
+    assert len(sample_value("holder_name", {"type": "string"}, rng).split()) >= 2
+    employee_title = sample_value("title", {"type": "string"}, random.Random(1), 1, "employee")
+    task_title = sample_value("title", {"type": "string"}, random.Random(1), 1, "task")
+    assert employee_title != task_title  # a job title for a person, a work item's title for a task
+    for field in ("file_key", "mode", "description", "title", "customer_name"):
+        value = str(sample_value(field, {"type": "string"}, random.Random(2)))
+        words = set(re.findall(r"\w+", value.lower()))
+        assert not set(field_tokens(field)) <= words and "#" not in value, (field, value)
