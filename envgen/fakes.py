@@ -76,6 +76,13 @@ _CATEGORIES = ("electronics", "garden", "kitchen", "outdoor", "office", "books",
 _TICKERS = ("AAPL", "MSFT", "NVDA", "TSLA", "AMZN", "GOOGL", "META", "JPM", "KO", "PETR4", "VALE3", "SAP", "TM")
 _LANGUAGES = ("en", "es", "fr", "de", "pt", "ja")
 _STATUS = ("active", "pending", "confirmed", "completed", "open")
+_DIRS = ("/home/dana/projects/site", "/srv/data/exports", "/var/log/app", "/Users/maria/Documents/reports",
+         "/opt/app/config", "/home/dev/notes", "/data/uploads/2025")  # fmt: skip
+_FILES = ("report.pdf", "notes.txt", "config.yaml", "sales_q3.csv", "main.py", "README.md", "invoice_0423.pdf",
+          "photo_0012.jpg", "backup.tar.gz", "server.log", "index.html", "schema.sql")  # fmt: skip
+_COMMANDS = ("ls -la", "git status", "npm test", "df -h", "python main.py", "pytest -q", "docker ps", "make build",
+             "tail -n 50 server.log", "du -sh .")  # fmt: skip
+_PATTERNS = ("*.py", "TODO", "*.log", "error", "def main", "*.csv", "import requests", "FIXME")
 _STORES = ("customers", "orders", "analytics", "inventory", "billing", "users", "events", "products", "sessions",
            "payments", "reports", "audit_logs")  # fmt: skip
 _REGIONS = ("Northeast", "Pacific Northwest", "Midwest", "Western Europe", "Southeast Asia", "East Africa", "Andes")
@@ -138,8 +145,7 @@ def _name_of_person(c: _Ctx) -> bool:
 
 def _key_value(c: _Ctx) -> str:
     if c.tokens & {"file", "object", "s3", "storage", "blob", "bucket"}:
-        fake = c.fake()
-        return f"{fake.word()}/{fake.file_name()}"
+        return f"{c.rng.choice(('uploads', 'exports', 'invoices', 'media'))}/{c.rng.choice(_FILES)}"
     return "".join(c.rng.choice("abcdef0123456789") for _ in range(24))
 
 
@@ -216,7 +222,18 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
         lambda c: c.rng.choice(_STORES),
     ),  # fmt: skip
     (_has("key", "token", "secret", "apikey"), _key_value),
-    (_has("path", "file", "filename", "filepath"), lambda c: c.fake().file_path(depth=2)),
+    (_has("pattern", "glob", "regex"), lambda c: c.rng.choice(_PATTERNS)),
+    (_has("filename"), lambda c: c.rng.choice(_FILES)),
+    (_has("directory", "dir", "folder"), lambda c: c.rng.choice(_DIRS)),
+    (
+        _has("path", "file", "filepath", "source", "src", "dest"),
+        lambda c: f"{c.rng.choice(_DIRS)}/{c.rng.choice(_FILES)}",
+    ),
+    (_has("command", "cmd", "shell"), lambda c: c.rng.choice(_COMMANDS)),
+    (
+        lambda c: bool(c.tokens & {"number", "num", "no", "count", "page", "chapter", "verse", "juz", "hizb", "limit"}),
+        lambda c: str(c.rng.randint(1, 30)),
+    ),  # fmt: skip
     (_has("timestamp", "datetime"), _date_time),
     (lambda c: "at" in c.tokens and len(c.tokens) > 1, _date_time),
     (_has("date", "day", "birthday", "dob", "deadline", "due", "checkin", "checkout", "dates"), lambda c: c.date()),

@@ -173,6 +173,8 @@ def _verb_object(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> tup
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", tool).replace("_", " ").replace("-", " ").lower().split()
     if not words:
         return "finish", "my request"
+    if words[0] in ACTION_VERBS and len(words) > 1 and words[1] in ("and", "or", "to", "from", "by", "with"):
+        return " ".join(words), ""  # "drag_and_drop" -> "drag and drop"
     if words[0] in ACTION_VERBS and len(words) > 1:
         return words[0], " ".join(words[1:])
     first = (re.findall(r"[A-Za-z]+", str(definitions.get(tool, {}).get("description", ""))) or [""])[0].lower()
@@ -187,7 +189,7 @@ def _verb_object(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> tup
 def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
     """A short goal phrase from the tool's name ("cancel_order" -> "cancel the order"); never its description."""
     verb, obj = _verb_object(tool, definitions)
-    return f"{verb} the {obj}"
+    return f"{verb} the {obj}" if obj else verb
 
 
 def _id_items(node: Any) -> Iterable[tuple[str, Any]]:
@@ -228,7 +230,9 @@ def _goal_phrase(calls: Sequence[TraceCall], definitions: Mapping[str, Mapping[s
     phrases = []
     previous: tuple[str, set[str]] = ("", set())
     for (verb, obj), ids in items:
-        if obj == previous[0] and ids & previous[1]:
+        if not obj:
+            phrases.append(verb)
+        elif obj == previous[0] and ids & previous[1]:
             phrases.append(f"{verb} it")
         else:
             article = "a" if verb in ("create", "add", "make", "book", "open", "register", "place") else "the"

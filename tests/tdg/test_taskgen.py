@@ -210,3 +210,16 @@ def test_the_goal_says_it_only_for_the_same_record():
     assert _goal_phrase([made, same], defs, rng).endswith("cancel it")
     assert "create an order" in _goal_phrase([other, made], defs, rng)  # a shared product is not the same order
     assert _goal_phrase([other, made], defs, rng).startswith("update the order")
+
+
+def test_goal_verbs_come_from_the_name_the_description_or_the_kind():
+    from tdg.taskgen import _goal
+
+    assert _goal("cancel_order", {}) == "cancel the order"
+    assert _goal("drag_and_drop", {}) == "drag and drop"
+    assert _goal("weather", {"weather": {"description": "Fetches the weather for a city.", "kind": "read"}}) == (
+        "fetch the weather"
+    )
+    assert _goal("user_profile", {"user_profile": {"description": "The profile.", "kind": "read"}}) == (
+        "look up the user profile"
+    )
