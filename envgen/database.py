@@ -261,6 +261,20 @@ def _field_value(entity: EntitySpec, field: str, schema: dict[str, Any], rng: ra
     return sample_value(field, schema, rng, index, entity.singular)
 
 
+def _distinct_value(
+    entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int, collection: dict[str, Any]
+) -> Any:
+    """A field value, re-drawn (up to 3 times) when another record of the collection already has it: distinct
+    attributes let a task single out one record of a list ("the file named notes.txt")."""
+    taken = {repr(r.get(field)) for r in collection.values()}
+    value = _field_value(entity, field, schema, rng, index)
+    for _ in range(3):
+        if repr(value) not in taken or not isinstance(value, str):
+            break
+        value = _field_value(entity, field, schema, rng, index)
+    return value
+
+
 def _records(
     entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random, shared: dict[str, list[Any]]
 ) -> dict[str, Any]:
@@ -278,7 +292,7 @@ def _records(
             if target is None and keys:
                 record[field] = rng.choice(keys)
             elif target is None:
-                record[field] = _field_value(entity, field, schema, rng, index)
+                record[field] = _distinct_value(entity, field, schema, rng, index, collection)
             else:  # a string-typed key to an integer-keyed collection holds the key's text
                 value = rng.choice(ids[target])
                 record[field] = str(value) if schema.get("type") == "string" else value

@@ -82,7 +82,7 @@ _FILES = ("report.pdf", "notes.txt", "config.yaml", "sales_q3.csv", "main.py", "
           "photo_0012.jpg", "backup.tar.gz", "server.log", "index.html", "schema.sql")  # fmt: skip
 _COMMANDS = ("ls -la", "git status", "npm test", "df -h", "python main.py", "pytest -q", "docker ps", "make build",
              "tail -n 50 server.log", "du -sh .")  # fmt: skip
-_PATTERNS = ("*.py", "TODO", "*.log", "error", "def main", "*.csv", "import requests", "FIXME")
+_PATTERNS = ("*.py", "*.log", "error", "def main", "*.csv", "import requests", "FIXME", "timeout")
 _STORES = ("customers", "orders", "analytics", "inventory", "billing", "users", "events", "products", "sessions",
            "payments", "reports", "audit_logs")  # fmt: skip
 _REGIONS = ("Northeast", "Pacific Northwest", "Midwest", "Western Europe", "Southeast Asia", "East Africa", "Andes")
