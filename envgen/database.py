@@ -19,7 +19,7 @@ from data.models import RefactoredToolset
 from envgen import prompts
 from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
-from envgen.fakes import CITIES, plain_value, title_text, typed_value
+from envgen.fakes import CITIES, FREE_TEXT_TOKENS, field_tokens, plain_value, title_text, typed_value
 from gustforge.errors import CodegenError, LLMError
 from gustforge.llm import LLMClient, LLMRole, run_role
 from gustforge.schemas import safe_validator
@@ -169,7 +169,7 @@ def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, 
     for pattern, generate in _STRING_RULES:
         if pattern.search(field):
             return str(generate(rng, index, field))
-    return plain_value(field, rng)  # a few values shared across records
+    return plain_value(field, rng, index=index)  # a few values shared across records (filters find two)
 
 
 def sample_value(
@@ -261,13 +261,18 @@ def _field_value(entity: EntitySpec, field: str, schema: dict[str, Any], rng: ra
     return sample_value(field, schema, rng, index, entity.singular)
 
 
+_DISTINCT_TOKENS = FREE_TEXT_TOKENS | {"title", "name", "filename", "path", "file", "subject", "headline"}
+
+
 def _distinct_value(
     entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int, collection: dict[str, Any]
 ) -> Any:
     """A field value, re-drawn (up to 3 times) when another record of the collection already has it: distinct
     attributes let a task single out one record of a list ("the file named notes.txt")."""
-    taken = {repr(r.get(field)) for r in collection.values()}
     value = _field_value(entity, field, schema, rng, index)
+    if not set(field_tokens(field)) & _DISTINCT_TOKENS:
+        return value  # a short attribute (category, network) is shared on purpose: filters find several records
+    taken = {repr(r.get(field)) for r in collection.values()}
     for _ in range(3):
         if repr(value) not in taken or not isinstance(value, str):
             break

@@ -212,6 +212,10 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("country", "nationality"), lambda c: c.fake().country()),
     (_has("region", "province"), lambda c: c.rng.choice(_REGIONS)),
     (_has("zip", "zipcode", "postal", "postcode"), lambda c: c.fake().postcode()),
+    (
+        lambda c: "address" in c.tokens and bool(c.tokens & {"pool", "token", "wallet", "contract", "mint", "pair"}),
+        lambda c: "0x" + "".join(c.rng.choice("0123456789abcdef") for _ in range(40)),
+    ),  # fmt: skip
     (_has("address", "street"), lambda c: c.fake().street_address()),
     (
         lambda c: bool(c.tokens & {"connection", "dsn"}) and bool(c.tokens & {"string", "uri", "url", "dsn"}),
@@ -238,6 +242,7 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (lambda c: "at" in c.tokens and len(c.tokens) > 1, _date_time),
     (_has("date", "day", "birthday", "dob", "deadline", "due", "checkin", "checkout", "dates"), lambda c: c.date()),
     (lambda c: bool(c.tokens & {"check", "start", "end"} and c.tokens & {"in", "out"}), lambda c: c.date()),
+    (lambda c: bool(c.tokens) and c.tokens <= {"start", "end", "from", "to", "since", "until"}, lambda c: c.date()),
     (_has("time", "hour"), lambda c: f"{c.rng.randint(7, 20):02d}:{c.rng.choice((0, 15, 30, 45)):02d}"),
     (_has("month"), lambda c: f"2025-{c.rng.randint(1, 12):02d}"),
     (_has("year"), lambda c: str(c.rng.randint(2019, 2025))),
@@ -291,10 +296,12 @@ def typed_value(field: str, schema: Mapping[str, Any], rng: random.Random, *, in
     return None
 
 
-def plain_value(field: str, rng: random.Random, *, choices: int = 4) -> str:
+def plain_value(field: str, rng: random.Random, *, choices: int = 4, index: int | None = None) -> str:
     """A plain English word for a field nothing else describes: one of `choices` words fixed by the field's name
     (so several records share a value and filters find them), picked with `rng` — never "<codename> <field>"."""
     faker = _faker("en_US")
     faker.seed_instance(zlib.crc32(field.encode("utf-8")))
     words = [w for w in faker.words(choices * 3, unique=True) if len(w) > 3][:choices] or ["standard"]
+    if index is not None:  # records 1-2, 3-4, ... share a value: a filter on it finds two records
+        return words[((index - 1) // 2) % len(words)]
     return rng.choice(words)
