@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import random
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,6 +38,9 @@ __all__ = [
     "record_to_row",
     "row_to_record",
     "write_gust",
+    "ExportConfig",
+    "split_by_environment",
+    "SPLITS",
     "read_gust",
     "shard_names",
     "render_card",
@@ -57,6 +61,7 @@ logger = logging.getLogger(__name__)
 
 _DATA_DIR = "data"
 _SHARD_GLOB = "train-*-of-*.parquet"
+SPLITS = ("train", "test")  # hub layout: data/train-*.parquet, data/test-*.parquet (held-out environments)
 
 # (column, datasets feature, description) — the single source for the Features and the card's column table.
 GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
@@ -182,9 +187,45 @@ def row_to_record(row: Mapping[str, Any]) -> TaskRecord:
     )
 
 
-def shard_names(num_shards: int) -> list[str]:
-    """Hub-style shard paths, e.g. `data/train-00000-of-00002.parquet`."""
-    return [f"{_DATA_DIR}/train-{i:05d}-of-{num_shards:05d}.parquet" for i in range(num_shards)]
+def shard_names(num_shards: int, split: str = "train") -> list[str]:
+    """Hub-style shard paths, e.g. `data/train-00000-of-00002.parquet`, `data/test-00000-of-00001.parquet`."""
+    return [f"{_DATA_DIR}/{split}-{i:05d}-of-{num_shards:05d}.parquet" for i in range(num_shards)]
+
+
+class ExportConfig(StrictModel):
+    """How `gust build` exports the GUST folder (`--set export.KEY=VALUE`)."""
+
+    heldout_fraction: float = Field(
+        default=0.2,
+        ge=0,
+        lt=1,
+        description="Share of environments whose tasks form the held-out `test` split (no environment is in both "
+        "splits; at least one env is held out when there are two or more); 0 = a train split only.",
+    )
+    split_seed: int | None = Field(default=None, description="Seed of the environment shuffle; None = build seed.")
+
+
+def split_by_environment(
+    records: Iterable[TaskRecord], *, heldout_fraction: float = 0.2, seed: int = 0
+) -> tuple[list[TaskRecord], list[TaskRecord]]:
+    """Split tasks into (train, held-out) by environment: no environment has tasks on both sides.
+
+    Args:
+        records: GUST tasks.
+        heldout_fraction: Share of environments held out (at least one when there are two or more).
+        seed: Seed of the environment shuffle (same inputs and seed → same split).
+
+    Returns:
+        (train, held-out), each in input order.
+    """
+    if not 0 < heldout_fraction < 1:
+        raise InputError(f"heldout_fraction must lie in (0, 1), got {heldout_fraction}")
+    records = list(records)
+    envs = sorted({r.env_id for r in records})
+    random.Random(seed).shuffle(envs)
+    count = min(len(envs) - 1, max(1, round(heldout_fraction * len(envs)))) if len(envs) > 1 else 0
+    heldout = set(envs[:count])
+    return [r for r in records if r.env_id not in heldout], [r for r in records if r.env_id in heldout]
 
 
 def _parquet_bytes(rows: Sequence[Mapping[str, Any]]) -> bytes:
@@ -205,8 +246,10 @@ def write_gust(
     pretty_name: str = "GUST (GUST Forge synthetic long-horizon tool-use tasks)",
     quality_report: Path | Mapping[str, Any] | None = None,
     envs_dir: Path | None = None,
+    heldout_fraction: float = 0.0,
+    split_seed: int | None = None,
 ) -> Path:
-    """Write the GUST dataset folder: `data/train-*.parquet`, `README.md` (card) and `stats.png`.
+    """Write the GUST dataset folder: `data/train-*.parquet` (+ `data/test-*.parquet`), `README.md`, `stats.png`.
 
     Args:
         records: Verified task records (any order; duplicates by task_id are an error).
@@ -219,6 +262,8 @@ def write_gust(
         quality_report: `reports/quality.json` (path or loaded) for the card's quality table and figure panel.
         envs_dir: The run's environments (`OUT/envs`, the default when it exists beside `out_dir`): gives every
             row its `tool_schemas` and the card its sources.
+        heldout_fraction: > 0 holds out that share of environments as the `test` split (`split_by_environment`,
+            seeded with `split_seed`, default `seed`); 0 writes a train split only.
 
     Returns:
         `out_dir`.
@@ -233,33 +278,52 @@ def write_gust(
     if duplicates:
         raise InputError(f"duplicate task_id(s) in export: {sorted(duplicates)[:5]}")
     out_dir = Path(out_dir)
-    for stale in (out_dir / _DATA_DIR).glob(_SHARD_GLOB):
-        stale.unlink()
+    for split in SPLITS:
+        for stale in (out_dir / _DATA_DIR).glob(f"{split}-*-of-*.parquet"):
+            stale.unlink()
     envs_dir = Path(envs_dir) if envs_dir is not None else out_dir.parent / "envs"
     envs = _env_info(envs_dir, {r.env_id for r in ordered})
-    rows = [record_to_row(r, envs[r.env_id]["schemas"] if r.env_id in envs else None) for r in ordered]
-    chunks = [rows[i : i + max_rows_per_shard] for i in range(0, len(rows), max_rows_per_shard)] or [[]]
-    for name, chunk in zip(shard_names(len(chunks)), chunks, strict=True):
-        atomic_write_bytes(out_dir / name, _parquet_bytes(chunk))
+    split_seed = seed if split_seed is None else split_seed
+    if heldout_fraction > 0 and len({r.env_id for r in ordered}) > 1:
+        train, test = split_by_environment(ordered, heldout_fraction=heldout_fraction, seed=split_seed)
+    else:
+        train, test = ordered, []
+    rows = 0
+    for split, part in (("train", train), ("test", test)):
+        if split == "test" and not part:
+            continue
+        split_rows = [record_to_row(r, envs[r.env_id]["schemas"] if r.env_id in envs else None) for r in part]
+        chunks = [split_rows[i : i + max_rows_per_shard] for i in range(0, len(split_rows), max_rows_per_shard)]
+        for name, chunk in zip(shard_names(len(chunks or [[]]), split), chunks or [[]], strict=True):
+            atomic_write_bytes(out_dir / name, _parquet_bytes(chunk))
+        rows += len(split_rows)
     quality = _load_quality(quality_report)
     card = render_card(ordered, seed=seed, filters_run=filters_run, license_id=license_id, pretty_name=pretty_name,
-                       sources=sources_of(ordered, envs), makers=_makers(ordered, envs))  # fmt: skip
+                       sources=sources_of(ordered, envs), makers=_makers(ordered, envs),
+                       splits={"train": train, "test": test}, split_seed=split_seed)  # fmt: skip
     atomic_write_text(out_dir / "README.md", _with_quality(card, quality))
     funnel = read_funnel(out_dir.parent / "reports")
     atomic_write_bytes(out_dir / "stats.png", render_stats_figure(ordered, quality, funnel))
-    logger.info("wrote %d GUST rows in %d shard(s) to %s", len(rows), len(chunks), out_dir)
+    logger.info("wrote %d GUST rows (%d train, %d held-out test) to %s", rows, len(train), len(test), out_dir)
     return out_dir
 
 
-def read_gust(folder: Path) -> list[TaskRecord]:
-    """Read every shard of a GUST folder (or a folder of shards) back into `TaskRecord`s, in file order.
+def read_gust(folder: Path, split: str | None = None) -> list[TaskRecord]:
+    """Read the shards of a GUST folder (or a folder of shards) back into `TaskRecord`s, in file order.
+
+    Args:
+        folder: A GUST folder (`data/<split>-*.parquet`) or a folder of shards.
+        split: "train" or "test" (the held-out environments); None = every split, train first.
 
     Raises:
-        InputError: No shard found.
+        InputError: No shard found (for `split`: no train shard; a missing test split reads as empty).
     """
     folder = Path(folder)
-    shards = sorted((folder / _DATA_DIR).glob(_SHARD_GLOB)) or sorted(folder.glob(_SHARD_GLOB))
-    if not shards:
+    shards = []
+    for name in SPLITS if split is None else (split,):
+        pattern = f"{name}-*-of-*.parquet"
+        shards += sorted((folder / _DATA_DIR).glob(pattern)) or sorted(folder.glob(pattern))
+    if not shards and split != "test":
         raise InputError(f"no GUST shards ({_SHARD_GLOB}) under {folder}")
     return [row_to_record(row) for shard in shards for row in pq.read_table(shard).to_pylist()]
 
@@ -281,7 +345,7 @@ def _env_tool_counts(records: Sequence[TaskRecord]) -> dict[str, int]:
     return {r.env_id: len(r.tools) for r in records}
 
 
-def _card_header(n: int, license_id: str, pretty_name: str) -> str:
+def _card_header(n: int, license_id: str, pretty_name: str, splits: Sequence[str] = ("train",)) -> str:
     header: dict[str, Any] = {"license": license_id}
     if license_id == "other":
         header["license_name"] = "mixed-or-unknown"
@@ -292,7 +356,12 @@ def _card_header(n: int, license_id: str, pretty_name: str) -> str:
         "size_categories": [_size_category(n)],
         "task_categories": ["text-generation"],
         "tags": ["tool-use", "function-calling", "agents", "synthetic", "reinforcement-learning"],
-        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": f"{_DATA_DIR}/train-*"}]}],
+        "configs": [
+            {
+                "config_name": "default",
+                "data_files": [{"split": split, "path": f"{_DATA_DIR}/{split}-*"} for split in splits],
+            }
+        ],
     }
     return "---\n" + yaml.safe_dump(header, sort_keys=False, allow_unicode=True) + "---\n"
 
@@ -343,6 +412,8 @@ def render_card(
     pretty_name: str = "GUST",
     sources: Sequence[Source] = (),
     makers: Mapping[str, str] | None = None,
+    splits: Mapping[str, Sequence[TaskRecord]] | None = None,
+    split_seed: int | None = None,
 ) -> str:
     """The dataset card (`README.md`), Hugging Face conventions: YAML header (license derived from the sources),
     statistics, sources and licenses, construction, filters, columns, loading, running an environment,
@@ -350,8 +421,9 @@ def render_card(
     columns = [f"| `{name}` | `{_feature_text(feature)}` | {text} |" for name, feature, text in GUST_COLUMNS]
     license_id = license_id or card_license(sources)
     example_env = records[0].env_id if records else "<env_id>"
+    splits = {k: v for k, v in (splits or {"train": records}).items() if k == "train" or v}
     parts = [
-        _card_header(len(records), license_id, pretty_name),
+        _card_header(len(records), license_id, pretty_name, tuple(splits)),
         f"# {pretty_name}\n",
         "Synthetic long-horizon tool-use tasks over executable mock environments, built by GUST Forge following "
         "ToolVerse (tool dependency graphs, dynamic unlocking sampling, inverse context reconstruction, "
@@ -359,6 +431,8 @@ def render_card(
         "## Statistics\n",
         "\n".join(_stats_lines(records)) + "\n",
         "![statistics](stats.png)\n",
+        "## Splits\n",
+        "\n".join(_split_lines(splits, split_seed)) + "\n",
         "## How it was built\n",
         "1. Tool definitions were refactored into executable environments (tools + mock DB) that pass their unit "
         "tests in a sandbox.\n2. Tool dependency graphs were inferred and sanitized; tool skeletons were sampled "
@@ -377,6 +451,19 @@ def render_card(
         *_standalone_sections(sources, makers or {}, example_env),
     ]
     return "\n".join(parts)
+
+
+def _split_lines(splits: Mapping[str, Sequence[TaskRecord]], seed: int | None) -> list[str]:
+    lines = [f"- `{name}`: {len(part)} tasks from {len({r.env_id for r in part})} environments "
+             f"(`data/{name}-*.parquet`)" for name, part in splits.items()]  # fmt: skip
+    if "test" in splits:
+        lines.append(
+            "\nThe `test` split holds out whole environments (no environment is in both splits; environment "
+            f"shuffle seed `{seed}`): evaluate on it for generalization to unseen tools."
+        )
+    else:
+        lines.append("\nNo held-out split was written (one environment, or `export.heldout_fraction` = 0).")
+    return lines
 
 
 def _provenance_lines(records: Sequence[TaskRecord]) -> list[str]:
@@ -424,6 +511,9 @@ _QUALITY_ROWS = (
     ("empty_read_task_share", "tasks with an empty read"),
     ("echo_only_call_share", "echo-only calls"),
     ("template_value_task_share", "tasks with a templated DB filler value"),
+    ("filler_value_task_share", "tasks with a mock filler argument (codename + field name, #N, boilerplate)"),
+    ("filler_output_task_share", "tasks whose tool outputs show mock filler values"),
+    ("goal_missing_task_share", "tasks whose query states no goal (values only)"),
     ("near_duplicate_task_share", "near-duplicate queries"),
     ("tool_coverage", "tool coverage (tools used / tools offered)"),
 )
@@ -727,6 +817,7 @@ def _usage_section(env_id: str) -> list[str]:
         "## Loading\n",
         "```python\nimport json\nfrom datasets import load_dataset\n\n"
         f'ds = load_dataset("{REPO_PLACEHOLDER}", split="train")\n'
+        f'# held_out = load_dataset("{REPO_PLACEHOLDER}", split="test")  # unseen environments (see Splits)\n'
         'row = ds[0]\ntools = json.loads(row["tool_schemas"])      # OpenAI function schemas\n'
         'trace = json.loads(row["golden_trace"])     # stages of calls with arguments and outputs\n```\n',
         "## Running an environment\n",

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_UPLOAD_PATTERNS = ("data/train-*-of-*.parquet", "README.md", "stats.png")
+_UPLOAD_PATTERNS = ("data/train-*-of-*.parquet", "data/test-*-of-*.parquet", "README.md", "stats.png")
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -52,7 +52,7 @@ def row_env_ids(folder: Path) -> list[str]:
     import pyarrow.parquet as pq
 
     ids: set[str] = set()
-    for shard in sorted(Path(folder).glob("data/train-*-of-*.parquet")):
+    for shard in sorted(Path(folder).glob("data/t*-*-of-*.parquet")):  # train and test splits
         ids.update(str(v) for v in pq.read_table(shard, columns=["env_id"]).column("env_id").to_pylist())
     return sorted(ids)
 

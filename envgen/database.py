@@ -11,6 +11,7 @@ import json
 import logging
 import random
 import re
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from data.models import RefactoredToolset
 from envgen import prompts
 from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
+from envgen.fakes import CITIES, FREE_TEXT_TOKENS, field_tokens, plain_value, title_text, typed_value
 from gustforge.errors import CodegenError, LLMError
 from gustforge.llm import LLMClient, LLMRole, run_role
 from gustforge.schemas import safe_validator
@@ -34,13 +36,7 @@ logger = logging.getLogger(__name__)
 
 _FIRST = ("Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ivan", "Julia", "Kofi", "Lena")
 _LAST = ("Smith", "Okafor", "Li", "Novak", "Garcia", "Haddad", "Ito", "Kowalski", "Mensah", "Silva", "Berg")
-_WORDS = ("alpha", "harbor", "maple", "summit", "cobalt", "orchid", "delta", "meadow", "falcon", "ember", "nova")
-_CITIES = ("Lisbon", "Osaka", "Nairobi", "Toronto", "Berlin", "Lima", "Seoul", "Austin", "Dublin", "Perth")
-_STATUSES = ("active", "pending", "confirmed", "completed", "open")
-_OPENINGS = ("Detailed", "Short", "Reviewed", "Draft", "Updated", "Archived")
-_CLOSINGS = ("last reviewed this quarter", "maintained by the core team", "popular this month", "recently added",
-             "widely referenced", "flagged for follow-up")  # fmt: skip
-_CATEGORIES = ("electronics", "garden", "kitchen", "outdoor", "office", "books", "toys", "health")
+_CITIES = CITIES[:10]
 
 Generator = Callable[[random.Random, int, str], Any]
 
@@ -54,45 +50,20 @@ def _email(rng: random.Random, i: int, field: str) -> str:
 
 
 def _title(rng: random.Random, i: int, field: str) -> str:
-    return f"{rng.choice(_WORDS).capitalize()} {rng.choice(_WORDS).capitalize()} {i}"
+    return title_text(rng)
 
 
 def _date(rng: random.Random, i: int, field: str) -> str:
     return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
 
 
-# Ordered (regex on the field name, generator) rules for string fields; the first match wins.
+# Ordered (regex on the field name, generator) rules for string fields `typed_value` has no rule for.
 _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
-    (re.compile(r"e_?mail"), _email),
-    (re.compile(r"phone|mobile"), lambda r, i, f: f"+1-555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"),
-    (re.compile(r"(^|_)(user_?name|login|handle)$"), lambda r, i, f: f"{r.choice(_FIRST).lower()}{i}"),
-    (re.compile(r"author|owner|customer$|patient$|guest$|(^|_)(first|last|full|contact|user)_name$"), _name),
-    (re.compile(r"title|subject|headline"), _title),
-    (re.compile(r"(^|_)(city|location|destination|origin|place)$"), lambda r, i, f: r.choice(_CITIES)),
-    (re.compile(r"country"), lambda r, i, f: r.choice(("PT", "JP", "KE", "CA", "DE", "PE"))),
-    (re.compile(r"address"), lambda r, i, f: f"{r.randint(1, 999)} {r.choice(_WORDS).capitalize()} Street"),
-    (re.compile(r"date|(^|_)day$|birthday|deadline|due"), _date),
-    (re.compile(r"time"), lambda r, i, f: f"{r.randint(8, 18):02d}:{r.choice((0, 15, 30, 45)):02d}"),
-    (re.compile(r"url|link|website|uri"), lambda r, i, f: f"https://example.com/{f}/{i}"),
-    (re.compile(r"currency"), lambda r, i, f: r.choice(("USD", "EUR", "JPY"))),
-    (re.compile(r"status|state"), lambda r, i, f: r.choice(_STATUSES)),
-    (
-        re.compile(r"description|notes?$|comment|summary|body|content|message"),
-        lambda r, i, f: f"{r.choice(_OPENINGS)} {f.replace('_', ' ')} #{i}, {r.choice(_CLOSINGS)}.",
-    ),
-    (
-        re.compile(r"symbol|ticker|code"),
-        lambda r, i, f: "".join(r.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(4)),
-    ),
-    (re.compile(r"(^|_)(category|genre|type|kind)$"), lambda r, i, f: r.choice(_CATEGORIES)),
-    (re.compile(r"(^|_)(tags?|labels?|keywords?)$"), lambda r, i, f: r.choice(_CATEGORIES)),
-    (re.compile(r"(^|_)(version)$"), lambda r, i, f: f"{r.randint(0, 4)}.{r.randint(0, 20)}.{r.randint(0, 9)}"),
     (re.compile(r"(^|_)(condition|weather)$"), lambda r, i, f: r.choice(("sunny", "cloudy", "rain", "snow", "windy"))),
     (re.compile(r"(^|_)(severity|priority)$"), lambda r, i, f: r.choice(("low", "medium", "high"))),
     (re.compile(r"(^|_)(role|department)$"), lambda r, i, f: r.choice(("engineering", "sales", "support", "finance"))),
     (re.compile(r"(^|_)(license)$"), lambda r, i, f: r.choice(("MIT", "Apache-2.0", "GPL-3.0", "BSD-3-Clause"))),
-    (re.compile(r"(^|_)(path|file|file_path|filename)$"), lambda r, i, f: f"/data/{r.choice(_WORDS)}_{i}.txt"),
-    (re.compile(r"(^|_)(lang|language)$"), lambda r, i, f: r.choice(("en", "es", "fr"))),
+    (re.compile(r"(^|_)(type|kind)$"), lambda r, i, f: r.choice(("standard", "premium", "basic", "business"))),
     (re.compile(r"_id$"), lambda r, i, f: f"{f[:-3][:3].upper()}-{r.randint(100, 999)}"),
 )
 _NUMBER_RULES: tuple[tuple[re.Pattern[str], tuple[float, float]], ...] = (
@@ -134,6 +105,41 @@ _ENTITY_NAMES = {  # entity noun -> realistic names of its records
     "package": ("lodash", "express", "react", "axios", "chalk", "zod"),
     "repository": ("acme/api", "acme/web", "octo/cli", "octo/docs", "lab/engine", "lab/tools"),
     "edition": ("Sahih International", "Pickthall", "Yusuf Ali", "Muhsin Khan", "Hilali", "Clear Quran"),
+    "department": ("Engineering", "Sales", "Finance", "Customer Support", "Marketing", "Legal"),
+    "team": ("Platform", "Mobile", "Data", "Growth", "Payments", "Design"),
+    "project": (
+        "Website Redesign",
+        "Billing Migration",
+        "Mobile App v2",
+        "Data Warehouse",
+        "Office Move",
+        "CRM Rollout",
+    ),
+    "hotel": (
+        "Seaside Inn",
+        "Grand Central Hotel",
+        "Harbor View Suites",
+        "Old Town Lodge",
+        "Park Plaza",
+        "Riverside Hotel",
+    ),
+    "restaurant": (
+        "Casa Lupita",
+        "Blue Fin Sushi",
+        "The Green Fork",
+        "Trattoria Roma",
+        "Spice Route",
+        "Le Petit Bistro",
+    ),
+    "course": (
+        "Intro to Python",
+        "Data Analysis 101",
+        "Public Speaking",
+        "Spanish A1",
+        "UX Fundamentals",
+        "Statistics I",
+    ),
+    "category": ("Electronics", "Garden", "Kitchen", "Outdoor", "Office", "Books"),
     "warehouse": ("North Depot", "Harbor Warehouse", "East Hub", "Central Stores", "Riverside Yard", "Airport DC"),
 }
 
@@ -146,27 +152,24 @@ def _entity_name(entity: str | None, rng: random.Random, index: int) -> str:
     if names:
         return names[(index - 1) % len(names)]
     noun = (entity or "record").replace("_", " ").title()
-    return f"{_WORDS[(index * 7 + rng.randrange(3)) % len(_WORDS)].capitalize()} {noun}"
+    offset = zlib.crc32(noun.encode("utf-8")) % len(_LAST)  # distinct names for up to len(_LAST) records
+    return f"{_LAST[(index * 5 + offset) % len(_LAST)]} {noun}"  # "Novak Clinic", "Ito Studio"
 
 
 def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, entity: str | None = None) -> str:
-    if field in ("name", "full_name", "display_name") or (field == "title" and entity is not None):
-        return _entity_name(entity, rng, index) if field != "title" else _title(rng, index, field)
-    fmt = schema.get("format")
-    if fmt == "date":
-        return _date(rng, index, field)
-    if fmt == "date-time":
-        return f"{_date(rng, index, field)}T{rng.randint(8, 18):02d}:00:00Z"
-    if fmt == "email":
-        return _email(rng, index, field)
-    if fmt == "uri":
-        return f"https://example.com/{field}/{index}"
-    if fmt == "uuid":
-        return f"{rng.getrandbits(32):08x}-0000-4000-8000-{rng.getrandbits(48):012x}"
+    if field in ("name", "full_name", "display_name"):
+        return _entity_name(entity, rng, index)
+    head = (entity or "").split("_")[-1]
+    if field in ("title", "job_title", "position", "role") and (entity in PERSON_NOUNS or head in PERSON_NOUNS):
+        return typed_value("job", {}, rng) or "Analyst"  # an employee's title is a job title
+    if field == "title" and entity is not None:
+        return _title(rng, index, field)
+    if (value := typed_value(field, schema, rng, index=index)) is not None:
+        return value
     for pattern, generate in _STRING_RULES:
         if pattern.search(field):
             return str(generate(rng, index, field))
-    return f"{rng.choice(_WORDS[:4])} {field.replace('_', ' ')}"  # a few values shared across records
+    return plain_value(field, rng, index=index)  # a few values shared across records (filters find two)
 
 
 def sample_value(
@@ -273,6 +276,25 @@ def _field_value(entity: EntitySpec, field: str, schema: dict[str, Any], rng: ra
     return sample_value(field, schema, rng, index, entity.singular)
 
 
+_DISTINCT_TOKENS = FREE_TEXT_TOKENS | {"title", "name", "filename", "path", "file", "subject", "headline"}
+
+
+def _distinct_value(
+    entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int, collection: dict[str, Any]
+) -> Any:
+    """A field value, re-drawn (up to 3 times) when another record of the collection already has it: distinct
+    attributes let a task single out one record of a list ("the file named notes.txt")."""
+    value = _field_value(entity, field, schema, rng, index)
+    if not set(field_tokens(field)) & _DISTINCT_TOKENS:
+        return value  # a short attribute (category, network) is shared on purpose: filters find several records
+    taken = {repr(r.get(field)) for r in collection.values()}
+    for _ in range(3):
+        if repr(value) not in taken or not isinstance(value, str):
+            break
+        value = _field_value(entity, field, schema, rng, index)
+    return value
+
+
 def _records(
     entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random, shared: dict[str, list[Any]]
 ) -> dict[str, Any]:
@@ -290,7 +312,7 @@ def _records(
             if target is None and keys:
                 record[field] = rng.choice(keys)
             elif target is None:
-                record[field] = _field_value(entity, field, schema, rng, index)
+                record[field] = _distinct_value(entity, field, schema, rng, index, collection)
             else:  # a string-typed key to an integer-keyed collection holds the key's text
                 value = rng.choice(ids[target])
                 record[field] = str(value) if schema.get("type") == "string" else value

@@ -16,13 +16,13 @@ schema is the same for every row; verl passes `interaction_kwargs` through to th
 from __future__ import annotations
 
 import json
-import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import Field
 
+from data.gust import split_by_environment  # re-exported: the export writes the held-out split with it
 from data.models import StrictModel, TaskRecord, ToolSchema, TraceCall
 from gustforge.errors import InputError
 from gustforge.hashing import canonical_json
@@ -181,26 +181,3 @@ def scenario_from_kwargs(kwargs: Mapping[str, Any] | None) -> UserScenario:
     if not kwargs or kwargs.get("name") != INTERACTION_NAME or not kwargs.get("scenario"):
         raise InputError(f"row has no {INTERACTION_NAME!r} interaction_kwargs (rebuild it with `gust build`)")
     return UserScenario.model_validate(json.loads(str(kwargs["scenario"])))
-
-
-def split_by_environment(
-    records: Iterable[TaskRecord], *, heldout_fraction: float = 0.2, seed: int = 0
-) -> tuple[list[TaskRecord], list[TaskRecord]]:
-    """Split tasks into (train, held-out) by environment: no environment has tasks on both sides.
-
-    Args:
-        records: GUST tasks.
-        heldout_fraction: Share of environments held out (at least one when there are two or more).
-        seed: Seed of the environment shuffle (same inputs and seed → same split).
-
-    Returns:
-        (train, held-out), each in input order.
-    """
-    if not 0 < heldout_fraction < 1:
-        raise InputError(f"heldout_fraction must lie in (0, 1), got {heldout_fraction}")
-    records = list(records)
-    envs = sorted({r.env_id for r in records})
-    random.Random(seed).shuffle(envs)
-    count = min(len(envs) - 1, max(1, round(heldout_fraction * len(envs)))) if len(envs) > 1 else 0
-    heldout = set(envs[:count])
-    return [r for r in records if r.env_id not in heldout], [r for r in records if r.env_id in heldout]

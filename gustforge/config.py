@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from data.gust import ExportConfig
 from data.models import SourceFormat, StrictModel
 from envgen.config import EnvGenConfig
 from gustforge.errors import ConfigError
@@ -84,6 +85,7 @@ class BuildConfig(StrictModel):
         default_factory=VerifyConfig, description="Replay, solvability, teacher Pass@k (no endpoint = not run)."
     )
     quality: QualityConfig = Field(default_factory=QualityConfig, description="Quality checks, drops and targets.")
+    export: ExportConfig = Field(default_factory=ExportConfig, description="GUST export: held-out split by env.")
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     budgets: BudgetConfig = Field(default_factory=BudgetConfig)
     min_rows: int = Field(default=1, ge=0, description="A build with fewer GUST rows exits non-zero (0 = allow).")

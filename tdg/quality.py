@@ -15,6 +15,12 @@ build (`gust build`, stage `quality`) and on any exported dataset (`gust quality
 - **conflicting parallel stages**: a stage mixing a write with another call on the same record;
 - **empty reads**: a read whose list result is empty (or ``count`` 0);
 - **echo-only calls**: the output holds nothing but the arguments (and bookkeeping fields);
+- **filler values**: an argument made of generic codename words plus the field's own name or a counter
+  (``"summit file key"`` for `file_key`, ``"alpha cnpj"``, ``"Harbor Summit 3"``), or carrying mock-DB
+  boilerplate (``"Detailed description #3, recently added."``, lorem ipsum); the same check over call outputs is
+  measured (the environment's DB is filler) but drops nothing;
+- **missing goal**: the user's query (the last message) states no goal — no action verb or request, only values
+  ("Use these: host is ..., port is ...");
 
 and over a dataset: near-duplicate queries (MiniLM cosine from the `embed` extra, TF-IDF fallback labelled as
 such), tool coverage, tasks per environment, stage and call distributions, environment test mutation scores
@@ -72,6 +78,11 @@ __all__ = [
     "undetermined_picks",
     "is_placeholder",
     "PLACEHOLDER_PATTERNS",
+    "FILLER_WORDS",
+    "ACTION_VERBS",
+    "FILLER_PATTERNS",
+    "filler_values",
+    "goal_missing",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,6 +97,8 @@ DROP_REASONS = (
     "leaked_steps",
     "placeholder_value",
     "echo_only",
+    "filler_value",
+    "goal_missing",
 )
 
 OPTIONAL_DROP_REASONS = ("single_stage",)  # measured always, dropped only when listed in `QualityConfig.drop`
@@ -94,6 +107,37 @@ PLACEHOLDER_PATTERNS = (
     r"none|null|xxx+|abc|dummy\b.*)$", r"^<[^>]*>$", r"^\{[^}]*\}$",
 )  # fmt: skip
 
+FILLER_WORDS = (
+    "alpha", "beta", "gamma", "delta", "harbor", "harbour", "maple", "summit", "cobalt", "orchid", "meadow", "falcon",
+    "ember", "nova", "alpine", "orchard", "canyon", "lagoon", "prairie", "amber", "sample", "example", "test", "demo",
+    "dummy", "generic", "default", "my", "some", "new", "detailed", "short", "reviewed", "draft", "updated", "archived",
+)  # fmt: skip
+FILLER_PATTERNS = (
+    r"\brecently added\b", r"\blast reviewed this quarter\b", r"\bmaintained by the core team\b",
+    r"\bpopular this month\b", r"\bwidely referenced\b", r"\bflagged for follow-up\b",
+    r"\blorem\b", r"\bipsum\b", r"\bdolor sit\b", r"\bconsectetur\b", r"^\w+ [\w ]+ #\d+\b",
+)  # fmt: skip
+ACTION_VERBS = frozenset(
+    "get list search find fetch read show view check create add make register book update set edit modify change "
+    "delete remove cancel close archive send submit assign reschedule extend issue generate approve reject suspend "
+    "escalate transfer restock open post publish upload download convert calculate compute translate analyze "
+    "summarize schedule reserve pay refund track start stop run execute record log rate review query lookup look "
+    "retrieve verify validate move rename share invite notify apply renew return ship place order buy sell rent "
+    "charge bill enroll subscribe unsubscribe sign join leave connect disconnect deploy install restart reset "
+    "restore backup sync import export compare plan organize organise arrange prepare fix repair replace upgrade "
+    "downgrade activate deactivate enable disable lock unlock block unblock confirm accept decline mark flag tag "
+    "label sort filter count measure estimate forecast predict monitor scan inspect audit test report email call "
+    "text message contact reply forward print save store file fill clear clean empty refill top load unload pick "
+    "drop deliver collect withdraw deposit invest trade swap bridge stake mint burn claim redeem tell give bring "
+    "find out figure see know learn discover explore browse research investigate solve answer help insert write "
+    "append drag click scroll press navigate crawl hover select upsert patch put draw play pause resume skip mute "
+    "capture screenshot wait ping resolve parse encode decode hash encrypt decrypt".split()
+)
+_INTENT = re.compile(
+    r"\b(i'?d like|i would like|i want|i need|i'm looking|i am looking|looking for|could you|can you|would you|"
+    r"help me|i have to|i must|my plan is|let's|lets|please|hoping you can|the job|i'd love|i wish|i plan to)\b"
+)
+_QUESTION = re.compile(r"^(what|which|how|where|when|who|whose|is|are|does|do|did|can|could|will|should)\b.*\?$")
 _STRUCTURAL_KEYS = frozenset({"status", "message", "event_id", "tool", "count", "success", "ok"})
 
 _DEFAULT_TARGETS = {
@@ -107,6 +151,8 @@ _DEFAULT_TARGETS = {
     "median_tasks_per_env": ">=5",
     "tasks": ">=600",
     "tool_coverage": ">=0.9",
+    "filler_value_task_share": "<=0.02",
+    "goal_missing_task_share": "<=0.02",
 }
 
 
@@ -150,6 +196,15 @@ class QualityConfig(StrictModel):
         default=PLACEHOLDER_PATTERNS,
         description="Case-insensitive regexes; a string argument matching one is a schema placeholder.",
     )  # fmt: skip
+    filler_words: tuple[str, ...] = Field(
+        default=FILLER_WORDS,
+        description="Generic codename/adjective words: a value made only of these, the field's own name words and "
+        "counters is a mock-DB filler (filler_value).",
+    )
+    filler_patterns: tuple[str, ...] = Field(
+        default=FILLER_PATTERNS,
+        description="Case-insensitive regexes of mock-DB boilerplate ('recently added', lorem ipsum, '<words> #3').",
+    )
     targets: dict[str, str] = Field(
         default_factory=lambda: dict(_DEFAULT_TARGETS),
         description="Dataset metric -> '<=X' or '>=X' (printed by `gust quality`, recorded in quality.json).",
@@ -175,6 +230,9 @@ class TaskFindings(StrictModel):
     empty_reads: tuple[str, ...] = ()
     echo_only_calls: tuple[str, ...] = ()
     template_values: tuple[str, ...] = ()
+    filler_values: tuple[str, ...] = ()
+    filler_outputs: tuple[str, ...] = ()
+    goal_missing: bool = False
     tools_used: tuple[str, ...] = ()
 
 
@@ -256,6 +314,55 @@ def _template_values(call: TraceCall) -> list[str]:
         if isinstance(value, str) and words and re.fullmatch(rf"\w+ {re.escape(words)} \d+", value.lower()):
             found.append(f"{call.name}.{key}={value!r}")
     return found
+
+
+def _words(text: str) -> list[str]:
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", text)
+    return re.findall(r"#?\w+", spaced.replace("_", " ").casefold())
+
+
+def _is_filler(key: str, value: str, words: frozenset[str], patterns: Sequence[re.Pattern[str]]) -> bool:
+    """`value` of field `key` is a mock filler: boilerplate, or only filler words + the field's name + counters."""
+    if any(p.search(value) for p in patterns):
+        return True
+    tokens = _words(value)
+    field = set(_words(key)) | {w.rstrip("s") for w in _words(key)}
+    if len(tokens) < 2 or len(value) > 80:
+        return False
+    counters = [t for t in tokens if t.lstrip("#").isdigit()]
+    rest = [t for t in tokens if t not in counters and t not in field]
+    named = len(tokens) - len(counters) - len(rest)  # words of the field's own name in the value
+    if not all(t in words for t in rest):
+        return False
+    if rest:  # "summit file key", "alpha cnpj", "Harbor Summit 3"
+        return named > 0 or bool(counters)
+    return named >= 2 and bool(counters)  # "customer name 2" (but "Room 12", "CAR-002" are real)
+
+
+def filler_values(value: Any, where: str, cfg: QualityConfig) -> list[str]:
+    """Mock-DB filler strings among the (key, scalar) leaves of `value` ("summit file key", "#3, recently added")."""
+    words = frozenset(w.casefold() for w in cfg.filler_words)
+    patterns = [re.compile(p, re.IGNORECASE) for p in cfg.filler_patterns]
+    return [f"{where}.{key}={leaf!r}" for key, leaf in _scalars(value)
+            if isinstance(leaf, str) and key and _is_filler(key, leaf, words, patterns)]  # fmt: skip
+
+
+def goal_missing(record: TaskRecord) -> bool:
+    """The query (the user's last message) states no goal: no action verb, request phrase or question — only values.
+
+    Quoted values and the trace's argument names are ignored ("check in date is ..." is not the verb "check").
+    """
+    query = re.sub(r"\"[^\"]*\"|(?<!\w)'[^']*'(?!\w)|\d[\d.,:/-]*", " ", record.text.user_query)
+    arg_words = {w for stage in record.trace.stages for call in stage.calls for a in call.arguments for w in _words(a)}
+    tool_verbs = {_words(call.name)[0] for stage in record.trace.stages for call in stage.calls if _words(call.name)}
+    text = _norm(query)
+    if _INTENT.search(text):
+        return False
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if s.strip()]
+    if any(_QUESTION.match(s) for s in sentences):
+        return False
+    verbs = (ACTION_VERBS | tool_verbs) - arg_words - {"use"}
+    return not any(w in verbs for w in re.findall(r"[a-z]+", text))
 
 
 def is_placeholder(value: Any, patterns: Sequence[re.Pattern[str]]) -> bool:
@@ -465,6 +572,8 @@ def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: Qua
                 out["echo_only_calls"].append(call.name)
             if _template_values(call):
                 out["template_values"] += _template_values(call)
+            out["filler_values"] += filler_values(call.arguments, call.name, cfg)
+            out["filler_outputs"] += filler_values(call.output, call.name, cfg)[:3]
             terminal |= terminal_ids(call, kind, statuses)
             outputs[call.name] = call.output
     uses_dependency = any(call.dependency_args for call in calls)
@@ -474,6 +583,7 @@ def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: Qua
         stages=len(record.trace.stages),
         calls=len(calls),
         single_stage=len(record.trace.stages) <= 1 or not uses_dependency,
+        goal_missing=goal_missing(record),
         tools_used=tuple(sorted({c.name for c in calls})),
         **{k: tuple(v) for k, v in out.items()},
     )
@@ -489,6 +599,8 @@ def failure_reasons(findings: TaskFindings, cfg: QualityConfig) -> list[str]:
         "leaked_steps": bool(findings.description_leaks or findings.tool_name_leaks),
         "placeholder_value": bool(findings.placeholder_values),
         "echo_only": findings.calls > 0 and len(findings.echo_only_calls) / findings.calls > cfg.max_echo_only_share,
+        "filler_value": bool(findings.filler_values),
+        "goal_missing": findings.goal_missing,
         "single_stage": findings.single_stage,
     }
     return [reason for reason in DROP_REASONS + OPTIONAL_DROP_REASONS if found[reason] and reason in cfg.drop]
@@ -568,6 +680,9 @@ def summarize(findings: Sequence[TaskFindings], tools_per_env: Mapping[str, int]
         "echo_only_call_share": _share(sum(len(f.echo_only_calls) for f in findings), calls),
         "echo_only_task_share": _share(sum(bool(f.echo_only_calls) for f in findings), n),
         "template_value_task_share": _share(sum(bool(f.template_values) for f in findings), n),
+        "filler_value_task_share": _share(sum(bool(f.filler_values) for f in findings), n),
+        "filler_output_task_share": _share(sum(bool(f.filler_outputs) for f in findings), n),
+        "goal_missing_task_share": _share(sum(f.goal_missing for f in findings), n),
         "near_duplicate_task_share": _share(sum(f.task_id in duplicates for f in findings), n),
         "tool_coverage": round(sum(len(used[e]) for e in envs) / total_tools, 4) if total_tools else 0.0,
         "tool_coverage_per_env": _describe(coverage_per_env),

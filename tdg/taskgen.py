@@ -12,7 +12,8 @@ import json
 import logging
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -116,10 +117,16 @@ _WANTS = (
 )  # fmt: skip
 _CLOSERS = ("", "", "Thanks!", "Thank you.", "Let me know when it's done.", "Appreciate it.", "Cheers.",
             "Tell me once everything is through.", "Thanks in advance.", "That's all for now.")  # fmt: skip
-_ASKS = ("Sure, I can do that. What details should I use?", "Happy to help. Which details do you have for me?",
-         "Of course. Could you give me the specifics?", "Glad to. What should I go with?")  # fmt: skip
+_ASKS = ("Sure, what exactly should I do?", "Happy to help. What do you need done?", "Of course. What would you like?",
+         "Glad to. What's the plan?")  # fmt: skip
+_ACKS = ("Thanks, noted. What would you like me to do with these?", "Got it. What should I do?",
+         "Thanks. What do you need?", "Noted. How can I help?")  # fmt: skip
+_CONTEXT = ("I have some details ready: {}.", "Here's my information: {}.", "For reference: {}.",
+            "Some details first: {}.")  # fmt: skip
+_TOPICS = ("I need some help with {}.", "It's about {}.", "I have a request about {}.", "Can you help me with {}?")
+_DETAIL_LEADS = ("Details: {}.", "Here is what you need: {}.", "For reference: {}.", "The details: {}.")
+_PICK_LEADS = ("Go with {}.", "I mean {}.", "Pick {}.", "It should be {}.")
 _MAX_GOALS = 4
-_ANSWERS = ("Sure: {details}.", "Here you go: {details}.", "{details}.", "Use these: {details}.")
 _VALUE_FORMS = ("{name} {value}", "{name} is {value}", "the {name} {value}", "{value} as the {name}")
 _PICK_FIELD = ("the {entity} whose {key} is {value}", "the {entity} with {key} {value}")
 _PICK_POSITION = ("the {position} {entity} listed", "the {position} {entity} in the list")
@@ -155,15 +162,87 @@ def _humanize(name: str) -> str:
     return re.sub(r"[_\W]+", " ", name).strip()
 
 
-def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
-    """A short goal phrase from the tool's name ("cancel_order" -> "cancel the order"); never its description."""
+def _verb_object(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
+    """(verb, object) of a tool's purpose in plain words: 'cancel_order' -> ('cancel', 'order').
+
+    The verb is the name's first word when it is one, else the first word of the description (one word, never a
+    sentence: 'Charges a card ...' -> 'charge'), else one fitting the tool's kind ('look up' for a read).
+    """
+    from tdg.quality import ACTION_VERBS
+
     words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", tool).replace("_", " ").replace("-", " ").lower().split()
     if not words:
-        return "finish my request"
-    verb, rest = words[0], " ".join(words[1:])
-    if rest and verb in _ARTICLE_VERBS:
-        return f"{verb} the {rest}"
-    return " ".join(words) if verb in _ARTICLE_VERBS else f"use the {' '.join(words)} service"
+        return "finish", "my request"
+    if words[0] in ACTION_VERBS and len(words) > 1 and words[1] in ("and", "or", "to", "from", "by", "with"):
+        return " ".join(words), ""  # "drag_and_drop" -> "drag and drop"
+    if words[0] in ACTION_VERBS and len(words) > 1:
+        return words[0], " ".join(words[1:])
+    first = (re.findall(r"[A-Za-z]+", str(definitions.get(tool, {}).get("description", ""))) or [""])[0].lower()
+    for candidate in (first, first[:-1], first[:-2]):
+        if candidate and candidate in ACTION_VERBS and candidate not in words:
+            return candidate, " ".join(words)
+    kind = str(definitions.get(tool, {}).get("kind", "read"))
+    verb = {"read": "look up", "create": "create", "update": "update", "delete": "remove"}.get(kind, "run")
+    return verb, " ".join(words)
+
+
+def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
+    """A short goal phrase from the tool's name ("cancel_order" -> "cancel the order"); never its description."""
+    verb, obj = _verb_object(tool, definitions)
+    return f"{verb} the {obj}" if obj else verb
+
+
+def _id_items(node: Any) -> Iterable[tuple[str, Any]]:
+    """(key, scalar) pairs of every mapping nested in `node`."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if isinstance(value, Mapping | list | tuple):
+                yield from _id_items(value)
+            else:
+                yield str(key), value
+    elif isinstance(node, list | tuple):
+        for item in node:
+            yield from _id_items(item)
+
+
+def _goal_phrase(calls: Sequence[TraceCall], definitions: Mapping[str, Mapping[str, Any]], rng: random.Random) -> str:
+    """What the user wants done, each object named once: "create a rental, extend it and then cancel it".
+
+    "it" only when the call acts on the record the previous one named or made (a shared id), so "extend the
+    rental, then create a rental" stays two rentals.
+    """
+    from tdg.quality import id_values
+
+    def own_ids(call: TraceCall, obj: str) -> set[str]:  # ids of the object itself ("order_id"), not its FKs
+        noun = obj.split()[-1] if obj else ""
+        output = call.output if isinstance(call.output, Mapping) else {}
+        found = id_values(call.arguments) | id_values(output)
+        keyed = {repr(v) for k, v in _id_items([call.arguments, output]) if k in ("id", f"{noun}_id", f"{noun}Id")}
+        return found & keyed
+
+    chosen: dict[tuple[str, str], set[str]] = {}
+    for call in calls:
+        pair = _verb_object(call.name, definitions)
+        chosen.setdefault(pair, own_ids(call, pair[1]))
+    items = list(chosen.items())
+    if len(items) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
+        items = [items[0], *items[-(_MAX_GOALS - 1) :]]
+    phrases = []
+    previous: tuple[str, set[str]] = ("", set())
+    for (verb, obj), ids in items:
+        if not obj:
+            phrases.append(verb)
+        elif obj == previous[0] and ids & previous[1]:
+            phrases.append(f"{verb} it")
+        else:
+            article = "a" if verb in ("create", "add", "make", "book", "open", "register", "place") else "the"
+            article = "an" if article == "a" and obj[:1] in "aeiou" else article
+            phrases.append(f"{verb} {article} {obj}")
+        previous = (obj, ids)
+    if len(phrases) == 1:
+        return phrases[0]
+    joiner = rng.choice((" and then ", ", and after that ", " and finally ", ", then "))
+    return ", ".join(phrases[:-1]) + joiner + phrases[-1]
 
 
 def _values_clause(values: Mapping[str, Any], rng: random.Random | None = None) -> str:
@@ -225,18 +304,46 @@ def singular_noun(word: str) -> str:
 
 
 def _sentence(text: str) -> str:
-    text = text.strip()
+    text = re.sub(r"(, )([A-Z])(?=[a-z])", lambda m: m.group(1) + m.group(2).lower(), text.strip())
     return text[:1].upper() + text[1:] if text else text
+
+
+def _details(
+    calls: Sequence[tuple[int, TraceCall]], definitions: Mapping[str, Any], rng: random.Random, goals: Collection[str]
+) -> list[str]:
+    """One clause per call with stated values; a value said once; a field stated twice with different values
+    names what each is for ("to extend the rental: days 30")."""
+    stated = [(c, v) for _, c in calls if (v := stated_arguments(c))]
+    names = Counter(name for _, values in stated for name in values)
+    seen: set[tuple[str, str]] = set()
+    clauses = []
+    for call, values in stated:
+        fresh = {k: v for k, v in values.items() if (k, canonical_json(v)) not in seen}
+        seen.update((k, canonical_json(v)) for k, v in values.items())
+        if not fresh:
+            continue
+        clause = _values_clause(fresh, rng)
+        if any(names[k] > 1 for k in fresh):  # what the value is for: the goal, or the thing a lookup is about
+            purpose = f"to {_goal(call.name, definitions)}" if call.name in goals else \
+                f"for the {_verb_object(call.name, definitions)[1]}"  # fmt: skip
+            clause = f"{clause} {purpose}"
+        clauses.append(clause)
+    return clauses
+
+
+def _exchange(user_parts: Sequence[str], assistant: str) -> list[dict[str, str]]:
+    user = _sentence(" ".join(p for p in user_parts if p))
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
 
 
 def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     """Deterministic template writer (the role's offline twin); reads the same inputs as the prompt.
 
-    The text states the goal (the writes the user wants, else the final lookup), every value the user must state
-    and how to single out each list pick, in seeded wording; dependency values, tool names, description sentences
-    and the step list never appear. Half the tasks (by seed) play the information gap as a dialogue — the user
-    states the goal, the assistant asks for details — and the query is then the user's answer, so the prompt
-    (history + query) says nothing twice.
+    The query always states the goal (the writes the user wants, else the final lookup, object named once), and
+    the text holds every value the user must state and how to single out each list pick, in seeded wording;
+    dependency values, tool names, description sentences and the step list never appear. Some tasks (by seed) play
+    the information gap as a dialogue — the user first gives the details or names the topic, the assistant asks
+    what to do — and the query is then the user's request, so the prompt (history + query) says nothing twice.
     """
     trace = _as_obj(inputs["golden_trace_json"])
     definitions = {d["name"]: d for d in _as_obj(inputs["tool_definitions_json"])}
@@ -246,27 +353,26 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     last_stage = calls[-1][0] if calls else 0
     writes = [c for _, c in calls if str(definitions.get(c.name, {}).get("kind", "read")) != "read"]
     targets = writes or [c for s, c in calls if s == last_stage]
-    goals = list(dict.fromkeys(_goal(c.name, definitions) for c in targets))
-    if len(goals) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
-        goals = [goals[0], *goals[-(_MAX_GOALS - 1) :]]
-    joiners = ((", then ", " and finally "), (" and then ", ", and lastly "), ("; after that ", "; finally "))
-    joiner, last = rng.choice(joiners)
-    goal = joiner.join(goals) if len(goals) <= 2 else ", ".join(goals[:-1]) + last + goals[-1]
-    details = [_values_clause(v, rng) for _, c in calls if (v := stated_arguments(c))]
+    goal = _goal_phrase(targets, definitions, rng) if targets else "finish my request"
+    details = _details(calls, definitions, rng, {c.name for c in targets})
     rng.shuffle(details)
     picks = list(dict.fromkeys(_pick_statements(calls, rng)))
-    want = rng.choice(_WANTS).format(goal=goal or "finish my request")
+    want = rng.choice(_WANTS).format(goal=goal)
     opener, closer = rng.choice(_OPENERS), rng.choice(_CLOSERS)
     detail_text = "; ".join(details)
-    pick_text = ("Go with " + " and ".join(picks) + ".") if picks else ""
+    pick_text = rng.choice(_PICK_LEADS).format(" and ".join(picks)) if picks else ""
+    detail_sentence = rng.choice(_DETAIL_LEADS).format(detail_text) if details else ""
     dialogue: list[dict[str, str]] = []
-    if details and rng.random() < 0.5:
-        dialogue = [{"role": "user", "content": " ".join(p for p in (opener, want) if p)},
-                    {"role": "assistant", "content": rng.choice(_ASKS)}]  # fmt: skip
-        query = " ".join(p for p in (rng.choice(_ANSWERS).format(details=detail_text), pick_text, closer) if p)
+    mode = rng.random()
+    if details and mode < 0.3:  # the user gives the details first, then says what to do with them
+        dialogue = _exchange((opener, rng.choice(_CONTEXT).format(detail_text)), rng.choice(_ACKS))
+        query = " ".join(p for p in (want, pick_text, closer) if p)
+    elif mode < 0.5:  # the user names the topic, the assistant asks what exactly to do
+        noun = _verb_object(targets[0].name, definitions)[1] if targets else "account"
+        topic = f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+        dialogue = _exchange((opener, rng.choice(_TOPICS).format(topic)), rng.choice(_ASKS))
+        query = " ".join(p for p in (want, detail_sentence, pick_text, closer) if p)
     else:
-        lead = rng.choice(("Details: {}.", "Here is what you need: {}.", "For reference: {}."))
-        detail_sentence = lead.format(detail_text) if details else ""
         query = " ".join(p for p in (opener, want, detail_sentence, pick_text, closer) if p)
     return {"user_query": _sentence(query), "dialogue_history": dialogue,
             "reasoning_chain": _reasoning(calls, edges, definitions)}  # fmt: skip

@@ -12,95 +12,22 @@ import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-__all__ = ["realistic_value", "new_value", "search_term", "field_values"]
+from envgen.fakes import field_tokens, plain_value, typed_value
 
-_FIRST = ("Amara", "Bruno", "Chen", "Dana", "Elif", "Farid", "Greta", "Hiro", "Ines", "Jonas", "Kofi", "Lena",
-          "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tara")  # fmt: skip
-_LAST = ("Okafor", "Schmidt", "Tanaka", "Rossi", "Novak", "Haddad", "Silva", "Kowalski", "Nguyen", "Larsen",
-         "Moreau", "Patel", "Garcia", "Ivanova", "Brennan")  # fmt: skip
-_CITIES = ("Lisbon", "Toronto", "Osaka", "Nairobi", "Denver", "Krakow", "Melbourne", "Bogota", "Oslo", "Austin")
-_COUNTRIES = ("Portugal", "Canada", "Japan", "Kenya", "Germany", "Brazil", "Norway", "India", "Mexico", "Spain")
-_STREETS = ("Maple Avenue", "Harbor Road", "Elm Street", "Cedar Lane", "Station Road", "Hillcrest Drive")
-_TOPICS = ("solar panels", "trail running", "sourdough baking", "jazz history", "climate policy", "budget travel",
-           "machine learning", "home gardening", "electric cars", "chess openings")  # fmt: skip
-_WORDS = ("alpine", "harbor", "meadow", "summit", "orchard", "canyon", "lagoon", "prairie", "cobalt", "amber")
-_NOTES = (
-    "Please handle this before Friday.",
-    "Customer asked for a quick follow-up.",
-    "Leave the package at the front desk.",
-    "Prefers contact by email.",
-    "Needed for the quarterly review.",
-)
+__all__ = ["realistic_number", "realistic_value", "new_value", "search_term", "field_values"]
+
+_QUERY_TOKENS = frozenset({"query", "keyword", "keywords", "search", "term", "topic", "q", "prompt", "text", "phrase"})
+_NAME_KEYS = ("name", "title", "label", "headline", "subject")
 _EXAMPLE = re.compile(r"\be\.g\.,?\s*[\"'`]?([^\"'`,;)]+?)[\"'`]?(?:[,;)]|\.\s|\.?$)", re.IGNORECASE)
 
 
 def _tokens(name: str) -> list[str]:
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)
-    return [t for t in re.split(r"[\W_]+", spaced.lower()) if t]
-
-
-def _person(rng: random.Random) -> tuple[str, str]:
-    return rng.choice(_FIRST), rng.choice(_LAST)
-
-
-def _by_name(param: str, rng: random.Random) -> str | None:  # noqa: C901 - a flat table of cases
-    tokens = set(_tokens(param))
-    first, last = _person(rng)
-    if "email" in tokens or "mail" in tokens:
-        return f"{first.lower()}.{last.lower()}@example.com"
-    if tokens & {"phone", "mobile", "tel", "telephone"}:
-        return f"+1-555-{rng.randint(100, 999)}-{rng.randint(1000, 9999)}"
-    if tokens & {"url", "link", "website", "uri", "homepage"}:
-        return f"https://www.{rng.choice(_WORDS)}-{rng.choice(_WORDS)}.com"
-    if tokens & {"city", "town", "location", "destination", "origin", "place"}:
-        return rng.choice(_CITIES)
-    if "country" in tokens:
-        return rng.choice(_COUNTRIES)
-    if tokens & {"address", "street"}:
-        return f"{rng.randint(10, 980)} {rng.choice(_STREETS)}"
-    if tokens & {"zip", "postal", "postcode"}:
-        return f"{rng.randint(10000, 99999)}"
-    if tokens & {"date", "day", "birthday", "dob", "deadline", "due", "checkin", "checkout"} or (
-        tokens & {"check", "start", "end"} and tokens & {"in", "out", "date"}
-    ):
-        return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-    if tokens & {"time", "hour"}:
-        return f"{rng.randint(8, 18):02d}:{rng.choice(('00', '15', '30', '45'))}"
-    if tokens & {"month"}:
-        return f"2025-{rng.randint(1, 12):02d}"
-    if tokens & {"year"}:
-        return str(rng.randint(2019, 2025))
-    if tokens & {"currency"}:
-        return rng.choice(("USD", "EUR", "GBP", "JPY"))
-    if tokens & {"language", "lang", "locale"}:
-        return rng.choice(("en", "de", "fr", "es", "ja"))
-    if tokens & {"username", "user", "handle", "login"}:
-        return f"{first.lower()}{rng.randint(10, 99)}"
-    if tokens & {"firstname"} or tokens >= {"first", "name"}:
-        return first
-    if tokens & {"lastname", "surname"} or tokens >= {"last", "name"}:
-        return last
-    if tokens & {"name", "author", "owner", "assignee", "recipient", "contact", "customer", "guest", "person"}:
-        return f"{first} {last}"
-    if tokens & {"query", "keyword", "keywords", "search", "term", "topic", "subject", "q", "prompt"}:
-        return rng.choice(_TOPICS)
-    if tokens & {"title", "headline", "label"}:
-        return f"{rng.choice(_WORDS).title()} {rng.choice(('Report', 'Plan', 'Review', 'Notes', 'Proposal'))}"
-    if tokens & {"note", "notes", "comment", "message", "description", "body", "content", "text", "reason",
-                 "details", "summary", "feedback"}:  # fmt: skip
-        return rng.choice(_NOTES)
-    if tokens & {"color", "colour"}:
-        return rng.choice(("red", "blue", "green", "black", "white"))
-    if tokens & {"symbol", "ticker"}:
-        return rng.choice(("AAPL", "MSFT", "NVDA", "TSLA", "AMZN"))
-    if tokens & {"category", "type", "kind", "genre", "tag", "tags"}:
-        return rng.choice(_WORDS)
-    return None
+    return field_tokens(name)
 
 
 def realistic_value(param: str, schema: Mapping[str, Any], rng: random.Random) -> str:
-    """A realistic string for `param`: the schema's default/examples, an "e.g. X" of its description, its format,
-    else a value generated from its name; a plain two-word phrase when nothing fits."""
+    """A realistic string for `param`: the schema's default/examples, an "e.g. X" of its description, else a typed
+    value from its format or name (`envgen.fakes.typed_value`); a plain English word when nothing fits."""
     for key in ("default", "example"):
         if isinstance(schema.get(key), str) and schema[key].strip():
             return str(schema[key])
@@ -110,14 +37,21 @@ def realistic_value(param: str, schema: Mapping[str, Any], rng: random.Random) -
     match = _EXAMPLE.search(str(schema.get("description", "")))
     if match and 0 < len(match.group(1).strip()) <= 60:
         return match.group(1).strip()
-    formats = {"date": f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-               "date-time": f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(8, 18):02d}:00:00Z",
-               "time": f"{rng.randint(8, 18):02d}:00:00", "uri": f"https://www.{rng.choice(_WORDS)}.com",
-               "email": "{}.{}@example.com".format(*(p.lower() for p in _person(rng)))}  # fmt: skip
-    if str(schema.get("format")) in formats:
-        return formats[str(schema["format"])]
-    first, second = rng.sample(_WORDS, 2)
-    return _by_name(param, rng) or f"{first} {second}"
+    return typed_value(param, schema, rng) or plain_value(param, rng)
+
+
+def realistic_number(param: str, schema: Mapping[str, Any], rng: random.Random) -> int | float:
+    """A number in a realistic range for its name (price 5-500, quantity 1-20, year 2018-2025, rating 1-5),
+    inside the schema's bounds — not the schema minimum plus a few (a salary of 0.65)."""
+    from envgen.database import sample_value
+
+    kind = "integer" if schema.get("type") == "integer" else "number"
+    bounds = {k: schema[k] for k in ("minimum", "maximum") if isinstance(schema.get(k), int | float)}
+    if isinstance(schema.get("exclusiveMinimum"), int | float):
+        bounds.setdefault("minimum", schema["exclusiveMinimum"] + (1 if kind == "integer" else 0.01))
+    if isinstance(schema.get("exclusiveMaximum"), int | float):
+        bounds.setdefault("maximum", schema["exclusiveMaximum"] - (1 if kind == "integer" else 0.01))
+    return sample_value(param, {"type": kind, **bounds}, rng)
 
 
 def field_values(db: Any, field: str) -> Iterator[Any]:
@@ -160,17 +94,42 @@ def new_value(
     return rng.choice(seen)[1] if seen else None
 
 
+def _shape(value: str) -> re.Pattern[str]:
+    """The shape of a typed value: digit runs and letter runs generalized ("2025-03" -> \\d{4}-\\d{2})."""
+    parts = re.findall(r"\d+|[A-Za-z]+|.", value)
+    return re.compile("".join(rf"\d{{{len(p)}}}" if p.isdigit() else "[A-Za-z]+" if p.isalpha() else re.escape(p)
+                              for p in parts))  # fmt: skip
+
+
 def search_term(param: str, schema: Mapping[str, Any], db: Mapping[str, Any], entity: str | None,
                 rng: random.Random) -> Any:  # fmt: skip
-    """A search value that finds something: a word of a stored record of the tool's entity (else of any record)."""
+    """A filter value that finds something.
+
+    A typed filter (`month`, `date`, `email`; see `envgen.fakes.typed_value`) gets a stored value of the same shape
+    (a month is the prefix of a stored date), never a word of unrelated text; any other filter (a free-text
+    `query`) gets a word of a stored record's name or title of the tool's entity (else of any text field, else
+    of any record). None when nothing fits.
+    """
     if schema.get("type") not in (None, "string"):
         return None
+    tokens = set(_tokens(param))
     collections = [c for c in sorted(db) if isinstance(db[c], Mapping) and db[c]]
     preferred = [c for c in collections if entity and (c == entity or c.rstrip("s") == entity.rstrip("s"))]
+    typed = None if tokens & _QUERY_TOKENS else typed_value(param, schema, random.Random(0))
+    if typed is not None:
+        shape = _shape(typed)
+        stored = sorted({v for c in preferred + collections for r in db[c].values() if isinstance(r, Mapping)
+                         for v in r.values() if isinstance(v, str)})  # fmt: skip
+        found = [v for v in stored if shape.fullmatch(v)]
+        if not found and any(ch.isdigit() for ch in typed):  # a month is the prefix of a stored date
+            found = sorted({m.group(0) for v in stored if (m := shape.match(v))})
+        return rng.choice(found) if found else None
     for name in preferred or collections:
         records = [r for r in db[name].values() if isinstance(r, Mapping)]
-        words = sorted({w for r in records for k, v in r.items() if isinstance(v, str) and not k.endswith("id")
-                        for w in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", v)})  # fmt: skip
-        if words:
-            return rng.choice(words)
+        for keys in (_NAME_KEYS, None):
+            words = sorted({w for r in records for k, v in r.items() if isinstance(v, str) and not k.endswith("id")
+                            and (keys is None or k in keys or k.endswith("_name"))
+                            for w in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", v)})  # fmt: skip
+            if words:
+                return rng.choice(words)
     return None

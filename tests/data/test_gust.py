@@ -136,3 +136,46 @@ class TestCardAndFigure:
         for png in (not_run, ran):
             assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.stat().st_size > 10_000
         assert not_run.read_bytes() != ran.read_bytes()
+
+
+class TestHeldOutSplit:
+    @pytest.fixture()
+    def many(self):
+        return [make_record(i, env_id=f"env_{i % 5}", pass_at_k=None) for i in range(10)]
+
+    def test_test_split_holds_out_whole_environments_in_the_hub_layout(self, tmp_path, many):
+        out = write_gust(many, tmp_path / "gust", seed=3, filters_run=FILTERS, heldout_fraction=0.4)
+        names = sorted(p.name for p in (out / "data").iterdir())
+        assert names == ["test-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
+        train, test = read_gust(out, split="train"), read_gust(out, split="test")
+        assert {r.env_id for r in train}.isdisjoint({r.env_id for r in test})
+        assert len({r.env_id for r in test}) == 2 and len(train) + len(test) == len(many)
+        assert sorted(read_gust(out), key=lambda r: r.task_id) == sorted(many, key=lambda r: r.task_id)
+        ds = load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+        assert set(ds) == {"train", "test"} and sorted(ds["test"]["task_id"]) == sorted(r.task_id for r in test)
+        card = (out / "README.md").read_text(encoding="utf-8")
+        header = yaml.safe_load(card.split("---")[1])
+        assert [f["split"] for f in header["configs"][0]["data_files"]] == ["train", "test"]
+        assert "## Splits" in card and "holds out whole environments" in card
+
+    def test_the_split_is_seeded(self, tmp_path, many):
+        def held(name: str, **kwargs) -> set[str]:
+            out = write_gust(many, tmp_path / name, seed=3, filters_run=FILTERS, heldout_fraction=0.4, **kwargs)
+            return {r.env_id for r in read_gust(out, split="test")}
+
+        assert held("a") == held("b") == held("c", split_seed=3)
+        assert len({frozenset(held(f"s{s}", split_seed=s)) for s in range(6)}) > 1
+
+    def test_no_fraction_or_one_environment_writes_train_only(self, tmp_path, many, records):
+        out = write_gust(many, tmp_path / "off", seed=3, filters_run=FILTERS)
+        assert [p.name for p in (out / "data").iterdir()] == ["train-00000-of-00001.parquet"]
+        assert read_gust(out, split="test") == []
+        one = [make_record(i, env_id="env_a", pass_at_k=None) for i in range(3)]
+        out = write_gust(one, tmp_path / "one", seed=3, filters_run=FILTERS, heldout_fraction=0.5)
+        assert [p.name for p in (out / "data").iterdir()] == ["train-00000-of-00001.parquet"]
+        assert "No held-out split" in (out / "README.md").read_text(encoding="utf-8")
+
+    def test_a_stale_test_split_is_removed(self, tmp_path, many):
+        out = write_gust(many, tmp_path / "gust", seed=3, filters_run=FILTERS, heldout_fraction=0.4)
+        write_gust(many, out, seed=3, filters_run=FILTERS)
+        assert read_gust(out, split="test") == [] and len(read_gust(out)) == len(many)

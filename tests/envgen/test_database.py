@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
@@ -98,7 +99,7 @@ def test_check_database_finds_problems() -> None:
 @pytest.mark.parametrize(
     ("field", "schema", "check"),
     [
-        ("email", {"type": "string"}, lambda v: v.endswith("@example.com")),
+        ("email", {"type": "string"}, lambda v: v.rsplit("@", 1)[1] in ("example.com", "example.org", "example.net")),
         ("due", {"type": "string", "format": "date"}, lambda v: len(v) == 10 and v[4] == "-"),
         ("price", {"type": "number", "minimum": 600}, lambda v: v >= 600),
         ("kind", {"type": "string", "enum": ["a", "b"]}, lambda v: v in ("a", "b")),
@@ -155,3 +156,19 @@ def test_collections_keyed_by_one_natural_key_share_their_keys() -> None:
         db = synthesize_database(rt, seed=seed)
         assert len({frozenset(db[name]) for name in keyed}) == 1, {name: sorted(db[name]) for name in keyed}
         assert check_database(plan, db) == []
+
+
+def test_values_are_typed_by_field_and_never_codename_fillers():
+    from envgen.fakes import field_tokens
+
+    rng = random.Random(4)
+    assert re.fullmatch(r"\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}", sample_value("cnpj", {"type": "string"}, rng))
+    assert "@" in sample_value("contact_email", {"type": "string"}, rng)
+    assert len(sample_value("holder_name", {"type": "string"}, rng).split()) >= 2
+    employee_title = sample_value("title", {"type": "string"}, random.Random(1), 1, "employee")
+    task_title = sample_value("title", {"type": "string"}, random.Random(1), 1, "task")
+    assert employee_title != task_title  # a job title for a person, a work item's title for a task
+    for field in ("file_key", "mode", "description", "title", "customer_name"):
+        value = str(sample_value(field, {"type": "string"}, random.Random(2)))
+        words = set(re.findall(r"\w+", value.lower()))
+        assert not set(field_tokens(field)) <= words and "#" not in value, (field, value)

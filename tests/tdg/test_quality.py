@@ -10,6 +10,8 @@ from tdg.quality import (
     analyze_task,
     assess,
     failure_reasons,
+    filler_values,
+    goal_missing,
     near_duplicates,
     summarize,
     target_rows,
@@ -198,7 +200,7 @@ class TestTextAndValues:
     def test_single_stage_means_no_dependency_used(self):
         one = task((call("get_order", {"order_id": "O1"}, ORDER),))
         unrelated = task((call("get_order", {"order_id": "O1"}, ORDER),), (call("log_note", {"text": "a"}),))
-        chained = _pick('The "Rake".', {"product_id": "field=name"})
+        chained = _pick('Order the "Rake".', {"product_id": "field=name"})
         assert findings(one).single_stage and findings(unrelated).single_stage
         assert not findings(chained).single_stage
         assert failure_reasons(findings(one), CFG) == []  # measured, dropped only on request
@@ -215,7 +217,7 @@ class TestDataset:
         assert dupes == {"b"} and label.startswith("tfidf (lexical fallback")
 
     def test_summary_counts_envs_without_tasks_and_coverage(self):
-        records = [_pick('The "Rake".', {"product_id": "field=name"})]
+        records = [_pick('Order the "Rake".', {"product_id": "field=name"})]
         found = [findings(r) for r in records]
         summary = summarize(found, {"shop": 7, "empty": 3}, set())
         assert summary["tasks"] == 1 and summary["envs"] == 2 and summary["envs_with_tasks"] == 1
@@ -228,7 +230,7 @@ class TestDataset:
         assert [(r["metric"], r["met"]) for r in rows] == [("tasks", True), ("single_stage_share", False)]
 
     def test_assess_drops_hard_failures_with_a_reason_and_balances(self):
-        good = _pick('The "Rake".', {"product_id": "field=name"})
+        good = _pick('Order the "Rake".', {"product_id": "field=name"})
         bad = _pick("Anything.").model_copy(update={"task_id": "bad"})
         outcome = assess([good, bad], {"shop": SCHEMAS}, CFG)
         assert [r.task_id for r in outcome.kept] == [good.task_id]
@@ -254,3 +256,92 @@ def test_an_enum_value_is_never_a_placeholder():
     record = task((call("set_state", {"status": "todo"}),))
     assert analyze_task(record, {**SCHEMAS, "set_state": schema}, CFG).placeholder_values == ()
     assert analyze_task(record, SCHEMAS, CFG).placeholder_values  # without the enum "todo" is a placeholder
+
+
+class TestFillerValues:
+    @pytest.mark.parametrize(
+        ("key", "value"),
+        [
+            ("file_key", "summit file key"),
+            ("cnpj", "alpha cnpj"),
+            ("title", "Harbor Summit 3"),
+            ("description", "Detailed description #3, recently added."),
+            ("notes", "Lorem ipsum dolor sit amet."),
+            ("customer_name", "customer name 2"),
+            ("command", "maple command 2"),
+        ],
+    )
+    def test_mock_fillers_are_flagged_and_drop(self, key, value):
+        logged = call("log_note", {key: value}, {"status": "success", "message": "ok", "entry_id": "L7"})
+        found = findings(task((logged,), query="Log this for me."))
+        assert found.filler_values == (f"log_note.{key}={value!r}",)
+        assert "filler_value" in failure_reasons(found, CFG)  # lorem ipsum is also a placeholder
+
+    @pytest.mark.parametrize(
+        ("key", "value"),
+        [
+            ("file_key", "reports/q3-summary.pdf"),
+            ("cnpj", "26.594.148/0001-95"),
+            ("title", "Quarterly budget review"),
+            ("name", "Cobalt Project"),
+            ("description", "Stainless steel, dishwasher safe, 350 ml."),
+            ("date", "2025-01-01"),
+            ("account_id", "ACC-001"),
+            ("city", "New York"),
+            ("car_id", "CAR-002"),
+            ("room", "Room 12"),
+            ("customer_name", "Dana Smith"),
+        ],
+    )
+    def test_realistic_values_are_not(self, key, value):
+        assert findings(task((call("log_note", {key: value}),), query="Log this for me.")).filler_values == ()
+
+    def test_filler_in_outputs_is_measured_not_dropped(self):
+        output = {"status": "success", "message": "ok", "order": {"order_id": "O1", "note": "alpha note"}}
+        found = findings(task((call("get_order", {"order_id": "O1"}, output),), query="Show me order O1."))
+        assert found.filler_outputs == ("get_order.note='alpha note'",) and found.filler_values == ()
+        assert failure_reasons(found, CFG) == []
+
+    def test_patterns_and_words_are_configurable(self):
+        cfg = QualityConfig(embedder="tfidf", filler_words=("zephyr",), filler_patterns=())
+        assert filler_values({"title": "zephyr title"}, "t", cfg) == ["t.title='zephyr title'"]
+        assert filler_values({"title": "Harbor Summit 3"}, "t", cfg) == []
+
+
+class TestGoal:
+    @pytest.mark.parametrize(
+        "query",
+        [
+            'Use these: host is "db1.example.com", port is 5432.',
+            'Sure: "2025-10-21" as the start date; location "Dublin". Appreciate it.',
+            'Here you go: the check in date "2025-09-04", the guest name "Dana Smith". Thank you.',
+        ],
+    )
+    def test_a_query_listing_only_values_has_no_goal(self, query):
+        created = call(
+            "create_order",
+            {"host": "db1", "port": 5432, "start_date": "x", "location": "x", "check_in_date": "x", "guest_name": "x"},
+            {"status": "success", "order_id": "O9"},
+        )
+        record = task((created,), query=query)
+        assert goal_missing(record) and findings(record).goal_missing
+        assert failure_reasons(findings(record), CFG) == ["goal_missing"]
+
+    @pytest.mark.parametrize(
+        "query",
+        [
+            'Please book a room at "Seaside Inn" from 2025-09-04.',
+            "I'd like my order O1 sent to Lisbon.",
+            "What is the weather in Lisbon tomorrow?",
+            'Cancel order "O1", please.',
+            "Could you sort out my subscription?",
+            "Hello, I'd like to create a collection. Let me know when it's done.",
+            "I'm hoping you can insert the rows into the table.",
+        ],
+    )
+    def test_a_stated_goal_is_found(self, query):
+        assert not goal_missing(task((call("create_order", {"check_in_date": "x"}),), query=query))
+
+    def test_the_goal_must_be_in_the_query_not_only_in_the_history(self):
+        history = ({"role": "user", "content": "Please cancel my order."}, {"role": "assistant", "content": "Details?"})
+        assert goal_missing(task((call("cancel_order", {"order_id": "O1"}),), query='Sure: "O1".', history=history))

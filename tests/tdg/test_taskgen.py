@@ -44,8 +44,8 @@ def _task_text(text: TaskText) -> str:
 class TestWriteTaskOffline:
     def test_states_every_context_value_and_hides_dependency_values(self, env, credit_trace, offline):
         text = write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=3)
-        query, everything = text.user_query, _task_text(text)
-        assert '"Ann Lee"' in query and " 5" in query
+        everything = _task_text(text)
+        assert '"Ann Lee"' in everything and " 5" in everything
         # dependency values (user_id u1 from find_user, account acc-7 from get_user) stay implicit
         for hidden in ("u1", "acc-7"):
             assert hidden not in everything
@@ -61,17 +61,26 @@ class TestWriteTaskOffline:
 
     def test_dialogue_plays_the_information_gap_without_repeating_the_query(self, env, credit_trace, offline):
         texts = [write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=s)
-                 for s in range(16)]
+                 for s in range(24)]  # fmt: skip
         with_history = [t for t in texts if t.dialogue_history]
         assert with_history and len(with_history) < len(texts)  # seeds vary the shape
+        assert {("Ann Lee" in t.dialogue_history[0]["content"]) for t in with_history} == {True, False}
         for text in with_history:
             assert [t["role"] for t in text.dialogue_history] == ["user", "assistant"]
-            goal = text.dialogue_history[0]["content"]
-            assert "Ann Lee" not in goal and "Ann Lee" in text.user_query
-            assert goal not in text.user_query  # the query is the next user turn, not a repeat
+            first = text.dialogue_history[0]["content"]
+            assert _task_text(text).count("Ann Lee") == 1  # every value said once, in the history or the query
+            assert first not in text.user_query  # the query is the next user turn, not a repeat
         for text in texts:
             assert len(text.reasoning_chain) == 3
             assert "taking account_id from the output get_user.user.account_id" in text.reasoning_chain[2]
+
+    def test_the_query_always_states_the_goal(self, env, credit_trace, offline):
+        from tdg.quality import goal_missing
+
+        for seed in range(24):
+            text = write_task(credit_trace, env, incoming_edges=(), client=offline, seed=seed)
+            assert "add a balance" in text.user_query or "add the balance" in text.user_query, text.user_query
+            assert not goal_missing(make_task_record(credit_trace, text, env, seed=seed)), text.user_query
 
     def test_never_quotes_descriptions_tool_names_or_steps(self, env, credit_trace, offline):
         for seed in range(12):
@@ -133,8 +142,13 @@ class TestTaskRecord:
         assert record.graph_complexity == graph_complexity(credit_trace) == 3 + 2
         assert record.teacher_status == "not_run" and record.pass_at_k is None and record.replay_ok is None
         roles = {f"role:{part}" for part in ("schemas", "db", "code", "graphs", "tasks")}
-        assert set(record.provenance) == {"toolset_id", "schemas_sha256", "tools_source_sha256", "initial_db_sha256",
-                                          *roles}
+        assert set(record.provenance) == {
+            "toolset_id",
+            "schemas_sha256",
+            "tools_source_sha256",
+            "initial_db_sha256",
+            *roles,
+        }
         assert record.provenance["role:tasks"] == "offline (deterministic templates)"
         assert record.task_id == make_task_record(credit_trace, text, env, seed=2).task_id
         other = text.model_copy(update={"user_query": text.user_query + "!"})
@@ -166,10 +180,46 @@ def test_the_goal_is_not_the_step_list_and_picks_are_stated_once():
               *({"calls": [{"name": n, "arguments": {}, "output": {"status": "success", "message": "ok"}}]}
                 for n in names)]  # fmt: skip
     definitions = [{"name": n, "kind": "action"} for n in names] + [
-        {"name": n, "kind": "read"} for n in ("list_products", "get_product", "check_product")]
+        {"name": n, "kind": "read"} for n in ("list_products", "get_product", "check_product")
+    ]
     inputs = {"golden_trace_json": {"trace_id": "t", "stages": stages}, "tool_definitions_json": definitions,
               "dependency_edges_json": [], "stated_values_json": [], "pick_criteria_json": [], "seed": 1}  # fmt: skip
     query = offline_task(inputs)["user_query"]
     assert sum(f"send the {w}" in query for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")) == 4
     assert "send the alpha" in query and "send the foxtrot" in query
     assert query.count('"Rake"') == 1
+
+
+def test_the_goal_says_it_only_for_the_same_record():
+    import random
+
+    from data.models import TraceCall
+    from tdg.taskgen import _goal_phrase
+
+    defs = {
+        n: {"kind": k} for n, k in (("create_order", "create"), ("update_order", "update"), ("cancel_order", "update"))
+    }
+    made = TraceCall(
+        name="create_order", arguments={"product_id": "P1"}, output={"order": {"order_id": "O9", "product_id": "P1"}}
+    )
+    same = TraceCall(name="cancel_order", arguments={"order_id": "O9"}, output={"order_id": "O9"})
+    other = TraceCall(
+        name="update_order", arguments={"order_id": "O2"}, output={"order": {"order_id": "O2", "product_id": "P1"}}
+    )
+    rng = random.Random(0)
+    assert _goal_phrase([made, same], defs, rng).endswith("cancel it")
+    assert "create an order" in _goal_phrase([other, made], defs, rng)  # a shared product is not the same order
+    assert _goal_phrase([other, made], defs, rng).startswith("update the order")
+
+
+def test_goal_verbs_come_from_the_name_the_description_or_the_kind():
+    from tdg.taskgen import _goal
+
+    assert _goal("cancel_order", {}) == "cancel the order"
+    assert _goal("drag_and_drop", {}) == "drag and drop"
+    assert _goal("weather", {"weather": {"description": "Fetches the weather for a city.", "kind": "read"}}) == (
+        "fetch the weather"
+    )
+    assert _goal("user_profile", {"user_profile": {"description": "The profile.", "kind": "read"}}) == (
+        "look up the user profile"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import re
 
-from tdg.values import new_value, realistic_value, search_term
+from tdg.values import new_value, realistic_number, realistic_value, search_term
 
 
 def test_schema_hints_win():
@@ -18,7 +18,7 @@ def test_schema_hints_win():
 
 def test_names_shape_the_value_and_nothing_is_a_placeholder():
     rng = random.Random(1)
-    assert re.fullmatch(r"[a-z]+\.[a-z]+@example\.com", realistic_value("contact_email", {}, rng))
+    assert re.fullmatch(r"[a-z0-9._]+@example\.(com|org|net)", realistic_value("contact_email", {}, rng))
     assert re.fullmatch(r"2025-\d\d-\d\d", realistic_value("check_in_date", {}, rng))
     assert len(realistic_value("customer_name", {}, rng).split()) == 2
     for param in ("month", "query", "memory_dump_path", "foo", "notes"):
@@ -43,3 +43,36 @@ def test_search_terms_come_from_stored_records_of_the_entity():
     for seed in range(5):
         assert search_term("query", {"type": "string"}, db, "book", random.Random(seed)) in {"Dune", "Messiah"}
     assert search_term("limit", {"type": "integer"}, db, "book", random.Random(0)) is None
+
+
+def test_typed_fields_get_realistic_values_not_codename_fillers():
+    rng = random.Random(3)
+    assert re.fullmatch(r"\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}", realistic_value("cnpj", {}, rng))
+    assert realistic_value("port", {}, rng).isdigit()
+    assert "." in realistic_value("host", {}, rng)
+    assert re.fullmatch(r"[A-Z0-9]{1,6}", realistic_value("ticker", {}, rng))
+    for param in ("file_key", "holder_name", "title", "description", "mode"):
+        words = realistic_value(param, {}, random.Random(5)).lower().split()
+        assert not set(param.split("_")) <= set(words) and not any(w.startswith("#") for w in words), param
+
+
+def test_a_typed_filter_takes_a_stored_value_of_its_shape_never_a_word_of_text():
+    db = {"transactions": {"T1": {"id": "T1", "date": "2025-04-12", "memo": "Detailed monthly statement"}}}
+    assert search_term("month", {"type": "string"}, db, "transaction", random.Random(0)) == "2025-04"
+    assert search_term("date", {"type": "string"}, db, "transaction", random.Random(0)) == "2025-04-12"
+    assert search_term("email", {"type": "string"}, db, "transaction", random.Random(0)) is None
+
+
+def test_values_are_seeded():
+    assert [realistic_value(p, {}, random.Random(9)) for p in ("email", "cnpj", "city")] == [
+        realistic_value(p, {}, random.Random(9)) for p in ("email", "cnpj", "city")
+    ]
+
+
+def test_numbers_fall_in_ranges_their_names_suggest_and_respect_bounds():
+    for seed in range(10):
+        rng = random.Random(seed)
+        assert 5 <= realistic_number("price", {"type": "number"}, rng) <= 500
+        assert 2018 <= realistic_number("year", {"type": "integer"}, rng) <= 2025
+        assert 1 <= realistic_number("quantity", {"type": "integer", "maximum": 3}, rng) <= 3
+        assert realistic_number("amount", {"type": "number", "exclusiveMinimum": 600}, rng) > 600
