@@ -31,7 +31,8 @@ def run_export(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
     folder = write_gust(records, out / "gust", seed=cfg.seed,
                         filters_run={"replay": True, "solvability": cfg.verify.require_solvable,
                                      "teacher_pass_at_k": _teacher_ran(records), "quality": cfg.quality.enabled},
-                        quality_report=out / "reports" / "quality.json")  # fmt: skip
+                        quality_report=out / "reports" / "quality.json",
+                        heldout_fraction=cfg.export.heldout_fraction, split_seed=cfg.export.split_seed)  # fmt: skip
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*.parquet")))).hexdigest()
     item = {"gust_dir": portable(out, folder), "rows": len(records), "digest": digest,
             "teacher_ran": _teacher_ran(records)}  # digest keys the convert cache  # fmt: skip

@@ -34,7 +34,8 @@ def train(
     data: Annotated[Path | None, typer.Option("--data", help="verl RL parquet (default: bundled sample)")] = None,
     model: Annotated[str | None, typer.Option("--model", help="HF model dir or hub id (default: placeholder)")] = None,
     val_data: Annotated[Path | None, typer.Option(
-        "--val-data", help="Validation parquet (default: a seeded held-out split of --data)")] = None,
+        "--val-data", help="Validation parquet (default: test.parquet beside --data — the build's held-out "
+        "environments — else a seeded held-out split of --data)")] = None,
     run_dir: Annotated[Path | None, typer.Option(
         "--run-dir", help="Folder for the held-out split and the rehearsal report (default: out/train/<algo>)")] = None,
     val_fraction: Annotated[float, typer.Option("--val-fraction", help="Held-out share of --data")] = 0.05,
@@ -67,6 +68,10 @@ def train(
                        err=True)  # fmt: skip
             raise typer.Exit(code=2)
     folder = run_dir if run_dir is not None else Path("out") / "train" / algo
+    beside = data.parent / "test.parquet" if data is not None else None
+    if val_data is None and beside is not None and beside.is_file() and data != beside:
+        val_data = beside  # `gust build` writes the held-out environments there
+        typer.echo(f"validation: {val_data} (held-out environments)", err=True)
     if rehearse:
         if user_sim and user_simulator != "offline":
             typer.echo(f"note: the rehearsal plays the user with the offline simulator (not {user_simulator})",

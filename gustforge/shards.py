@@ -62,7 +62,7 @@ __all__ = [
 Item = dict[str, Any]
 Usage = dict[str, dict[str, int]]
 
-_PATH_KEYS = ("env_dir", "gust_dir", "verl_parquet")
+_PATH_KEYS = ("env_dir", "gust_dir", "verl_parquet", "verl_test_parquet")
 _LLM_RUNTIME_FIELDS = ("max_concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s", "retry_seed",
                        "breaker_threshold", "breaker_cooldown_s", "max_total_tokens", "api_key_env")  # fmt: skip
 

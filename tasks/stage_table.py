@@ -51,7 +51,8 @@ _SPECS = (
     StageSpec("verify", run_verify, "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify", "quality")),
     StageSpec("quality", run_quality, "verify", ("tdg", "data"), ("quality",), POLICY_REASONS | QUALITY_REASONS,
               dataset_wide=True),
-    StageSpec("export", run_export, "quality", ("data",), ("seed", "verify.teacher", "verify.require_solvable"),
+    StageSpec("export", run_export, "quality", ("data",),
+              ("seed", "verify.teacher", "verify.require_solvable", "export"),
               dataset_wide=True),
     StageSpec("convert", run_convert, "export", ("trainer", "data"), ("seed",)),
 )  # fmt: skip

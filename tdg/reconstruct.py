@@ -63,7 +63,7 @@ from tdg.quality import (
     list_pick,
     terminal_ids,
 )
-from tdg.values import new_value, realistic_value, search_term
+from tdg.values import new_value, realistic_number, realistic_value, search_term
 
 __all__ = [
     "STAGE",
@@ -336,8 +336,9 @@ def _determined_pick(output: Any, options: list[tuple[str, Any]], rng: random.Ra
     (``position=first|last``, the task states the rule).
     """
     unique = [pv for _, pv in sorted({(p, repr(v)): (p, v) for p, v in options}.items())]
-    if len({repr(v) for _, v in unique}) == 1:
-        return unique[0][0], unique[0][1], None
+    from_one_list = all((picked := list_pick(output, p)) is None or len(picked[1]) <= 1 for p, _ in unique)
+    if len({repr(v) for _, v in unique}) == 1 and from_one_list:
+        return unique[0][0], unique[0][1], None  # one value, not one element out of a longer list
     direct = [(p, v) for p, v in unique if (picked := list_pick(output, p)) is None or len(picked[1]) <= 1]
     if direct:
         path, value = rng.choice(direct)
@@ -382,11 +383,7 @@ def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
     kind = schema.get("type")
     kind = next((k for k in kind if k != "null"), "string") if isinstance(kind, list) else kind
     if kind in ("integer", "number"):
-        low = schema.get("minimum", schema.get("exclusiveMinimum", 0) + (1 if kind == "integer" else 0.5))
-        high = schema.get("maximum", max(low, 1) + 4)
-        if kind == "integer":
-            return rng.randint(int(low), max(int(low), int(high)))
-        return round(rng.uniform(float(low), max(float(low), float(high))), 2)
+        return realistic_number(param, {**schema, "type": kind}, rng)  # a salary is not 2.49, a pid not 49.16
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "array":
@@ -411,7 +408,9 @@ def _from_context(
     if tool.kind is ToolKind.CREATE and (param == "id" or entity_of(param) == entity) and entity is not None:
         existing = [v for ref, v in leaves if match_score(param, ref, dst_entity=entity) > 0]
         return _fresh_id(existing, rng)
-    scored = [(match_score(param, ref, dst_entity=entity), ref.path, v) for ref, v in leaves]
+    fresh = tool.kind is ToolKind.CREATE and not (is_key_name(param) or _id_param(param))
+    scored = [(match_score(param, ref, dst_entity=entity), ref.path, v) for ref, v in leaves
+              if not fresh and _same_kind(param, ref, entity)]  # a new record's name is not an existing one's
     best = max((s for s, _, _ in scored), default=0.0)
     options = [
         (p, v)
@@ -848,7 +847,7 @@ def _limit_unlinked(traces: Sequence[GoldenTrace], limit: int) -> tuple[list[Gol
         covered |= tools(best)
         pending.remove(best)
     keep = [is_linked(t) or t.trace_id in chosen for t in traces]
-    return [t for t, k in zip(traces, keep) if k], [t for t, k in zip(traces, keep) if not k]
+    return [t for t, k in zip(traces, keep, strict=True) if k], [t for t, k in zip(traces, keep, strict=True) if not k]
 
 
 def reconstruct_all(

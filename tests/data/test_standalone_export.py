@@ -42,7 +42,8 @@ def test_exported_folder_replays_a_task_with_no_run_folder(tmp_path: Path) -> No
     raw = REPO / "data" / "samples" / "raw" / "openai_tools"
     out = build_direct([raw / "weather.json", raw / "inventory.json"], tmp_path / "run" / "out")
     records = read_gust(out / "gust")
-    assert records, "the direct build produced no rows"
+    train = read_gust(out / "gust", split="train")  # the rest: environments held out for the test split
+    assert records and train, "the direct build produced no rows"
     staged = tmp_path / "staged"
     result = CliRunner().invoke(app, ["export", "--from", str(out / "gust"), "--dry-run", str(staged)])
     assert result.exit_code == 0, result.output
@@ -55,7 +56,7 @@ def test_exported_folder_replays_a_task_with_no_run_folder(tmp_path: Path) -> No
     assert str(tmp_path / "run") not in "".join(p.read_text(errors="replace") for p in elsewhere.rglob("*.json"))
 
     rows = load_dataset(str(elsewhere), split="train", cache_dir=str(tmp_path / "hf-cache"))
-    assert len(rows) == len(records)
+    assert len(rows) == len(train)
     for row in rows:
         schemas = json.loads(row["tool_schemas"])
         assert [s["function"]["name"] for s in schemas] == row["tools"]

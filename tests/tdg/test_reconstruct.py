@@ -386,3 +386,17 @@ def test_a_descriptive_value_passes_on_only_within_its_own_kind() -> None:
     assert _same_kind("name", employee_name, "employees")
     assert _same_kind("department_id", department_id, "employee")
     assert _same_kind("name", FieldRef("name", "name", None, "string"), "employee")  # a top-level result
+
+
+def test_one_offered_element_of_a_longer_list_still_gets_a_pick_rule() -> None:
+    """Only `databases[2]` fits the next call, but the agent sees five databases: the task must say which."""
+    import random
+
+    from tdg.reconstruct import _determined_pick
+
+    output = {"databases": [{"name": n, "size_mb": s} for n, s in
+                            (("sales", 10), ("hr", 20), ("audit", 30), ("crm", 40), ("ops", 50))]}  # fmt: skip
+    path, value, criterion = _determined_pick(output, [("databases[2].name", "audit")], random.Random(0))
+    assert (path, value) == ("databases[2].name", "audit") and criterion is not None
+    single = {"database": {"name": "audit"}}
+    assert _determined_pick(single, [("database.name", "audit")], random.Random(0))[2] is None
