@@ -77,7 +77,9 @@ def test_build_writes_envs_dataset_and_accounting(first_build: Built) -> None:
     assert frame["replay_ok"].all()
     assert (out / "gust" / "README.md").is_file() and (out / "gust" / "stats.png").is_file()
     verl_rows = pd.read_parquet(out / "verl" / "train.parquet")
-    assert len(verl_rows) == summary.gust_rows and set(verl_rows["data_source"]) == {"gust"}
+    held_out = pd.read_parquet(out / "verl" / "test.parquet")  # whole environments, none also in train
+    assert len(verl_rows) + len(held_out) == summary.gust_rows and set(verl_rows["data_source"]) == {"gust"}
+    assert len(held_out) > 0 and len(verl_rows) > len(held_out)
     assert json.loads((out / "run_summary.json").read_text())["teacher"] == "not run"
     assert summary.problems == ()
     for saved in (out / "work").glob("*.jsonl"):  # portable run folder: no absolute path inside
