@@ -82,6 +82,12 @@ _INT_RULES: tuple[tuple[re.Pattern[str], tuple[int, int]], ...] = (
 )
 
 
+_WHOLE = re.compile(  # names of counts, positions and ids: whole numbers even where the schema says "number"
+    r"(^|_)(index|idx|pid|id|port|count|num|number|no|page|limit|offset|year|age|quantity|position|rank|level|"
+    r"step|days|nights|seats|guests|copies|stock|top|max|min)s?$"
+)
+
+
 def _bounded(lo: float, hi: float, schema: dict[str, Any]) -> tuple[float, float]:
     low = schema.get("minimum", lo)
     high = schema.get("maximum", hi)
@@ -197,6 +203,10 @@ def sample_value(
         lo, hi = next((b for p, b in _INT_RULES if p.search(name)), (1, 100))
         low, high = _bounded(lo, hi, schema)
         return rng.randint(int(low), int(max(low, high)))
+    if kind == "number" and not any(p.search(name) for p, _ in _NUMBER_RULES) and _WHOLE.search(name):
+        whole = sample_value(field, {**schema, "type": "integer"}, rng, index, entity)  # an index is not 27.51
+        if schema.get("minimum", whole) <= whole <= schema.get("maximum", whole):
+            return whole
     if kind == "number":
         lo, hi = next((b for p, b in _NUMBER_RULES if p.search(name)), (1.0, 100.0))
         low, high = _bounded(lo, hi, schema)

@@ -172,3 +172,14 @@ def test_values_are_typed_by_field_and_never_codename_fillers():
         value = str(sample_value(field, {"type": "string"}, random.Random(2)))
         words = set(re.findall(r"\w+", value.lower()))
         assert not set(field_tokens(field)) <= words and "#" not in value, (field, value)
+
+
+def test_counts_and_positions_are_whole_numbers_even_when_typed_number() -> None:
+    rng = random.Random(0)
+    for field in ("index", "from_index", "pid", "num", "page", "port"):
+        value = sample_value(field, {"type": "number"}, rng)
+        assert value == int(value), (field, value)
+    assert sample_value("price", {"type": "number"}, random.Random(1)) != int(
+        sample_value("price", {"type": "number"}, random.Random(1)))  # a price keeps its cents
+    narrow = sample_value("index", {"type": "number", "minimum": 0.2, "maximum": 0.8}, rng)
+    assert 0.2 <= narrow <= 0.8  # no whole number fits: the bounds win
