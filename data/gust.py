@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from pydantic import Field
 
+from data.config import ExportConfig
 from data.io import atomic_write_bytes, atomic_write_text
 from data.models import GoldenTrace, StrictModel, TaskRecord, TaskText
 from gustforge.errors import InputError
@@ -190,19 +191,6 @@ def row_to_record(row: Mapping[str, Any]) -> TaskRecord:
 def shard_names(num_shards: int, split: str = "train") -> list[str]:
     """Hub-style shard paths, e.g. `data/train-00000-of-00002.parquet`, `data/test-00000-of-00001.parquet`."""
     return [f"{_DATA_DIR}/{split}-{i:05d}-of-{num_shards:05d}.parquet" for i in range(num_shards)]
-
-
-class ExportConfig(StrictModel):
-    """How `gust build` exports the GUST folder (`--set export.KEY=VALUE`)."""
-
-    heldout_fraction: float = Field(
-        default=0.2,
-        ge=0,
-        lt=1,
-        description="Share of environments whose tasks form the held-out `test` split (no environment is in both "
-        "splits; at least one env is held out when there are two or more); 0 = a train split only.",
-    )
-    split_seed: int | None = Field(default=None, description="Seed of the environment shuffle; None = build seed.")
 
 
 def split_by_environment(

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from data.gust import ExportConfig
+from data.config import ExportConfig
 from data.models import SourceFormat, StrictModel
 from envgen.config import EnvGenConfig
 from gustforge.errors import ConfigError
