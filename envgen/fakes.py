@@ -12,9 +12,9 @@ Never produced: "<codename> <field name>" fillers ("summit file key"), "#N" coun
 
 from __future__ import annotations
 
-import functools
 import random
 import re
+import threading
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -93,11 +93,18 @@ CITIES = (
 )  # fmt: skip
 
 
-@functools.lru_cache(maxsize=4)
+_PER_THREAD = threading.local()
+
+
 def _faker(locale: str) -> Any:
+    """This thread's Faker for `locale`: callers re-seed it per value, so threads (envgen builds several toolsets
+    at once) must not share one, or a value would depend on another thread's timing."""
     from faker import Faker  # imported on first use: a ~0.4 s import
 
-    return Faker(locale)
+    fakers = _PER_THREAD.__dict__.setdefault("fakers", {})
+    if locale not in fakers:
+        fakers[locale] = Faker(locale)
+    return fakers[locale]
 
 
 class _Ctx:

@@ -183,3 +183,22 @@ def test_counts_and_positions_are_whole_numbers_even_when_typed_number() -> None
         sample_value("price", {"type": "number"}, random.Random(1)))  # a price keeps its cents
     narrow = sample_value("index", {"type": "number", "minimum": 0.2, "maximum": 0.8}, rng)
     assert 0.2 <= narrow <= 0.8  # no whole number fits: the bounds win
+
+
+def test_typed_values_do_not_depend_on_other_threads() -> None:
+    """Faker is re-seeded per value; threads building toolsets at once must not share one instance (a Ray build
+    and a local build of the same inputs differed)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envgen.fakes import typed_value
+
+    fields = ("email", "full_name", "city", "company", "phone", "street_address") * 20
+
+    def draw(seed: int) -> list[str]:
+        rng = random.Random(seed)
+        return [str(typed_value(f, {"type": "string"}, rng)) for f in fields]
+
+    alone = [draw(seed) for seed in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        together = list(pool.map(draw, range(8)))
+    assert together == alone
