@@ -36,11 +36,21 @@ def _exit_now(code: int = EXIT_INTERRUPTED) -> None:
 
 
 @contextmanager
-def interruptible(cleanup: Callable[[], None] = lambda: None) -> Iterator[None]:
+def interruptible(
+    cleanup: Callable[[], None] = lambda: None, abort: Callable[[], None] = lambda: None
+) -> Iterator[None]:
     """Run the body; on SIGINT/SIGTERM interrupt it, run `cleanup` (stop the server), print one line, exit 130.
 
-    A second signal, or a body/cleanup that takes longer than a few seconds, exits at once.
+    A second signal, or a body/cleanup that takes longer than a few seconds, runs `abort` (kill the server without
+    waiting) and exits at once.
     """
+
+    def give_up() -> None:
+        try:
+            abort()
+        finally:
+            _exit_now()
+
     if threading.current_thread() is not threading.main_thread():  # signals only reach the main thread
         yield
         return
@@ -48,10 +58,10 @@ def interruptible(cleanup: Callable[[], None] = lambda: None) -> Iterator[None]:
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if state["signalled"]:
-            _exit_now()
+            give_up()
         state["signalled"] = True
         logging.disable(logging.CRITICAL)  # no crash reports or retry warnings from here on
-        watchdog = threading.Timer(_GRACE_SECONDS, _exit_now)
+        watchdog = threading.Timer(_GRACE_SECONDS, give_up)
         watchdog.daemon = True
         watchdog.start()
         raise KeyboardInterrupt
@@ -76,7 +86,7 @@ def on_local_server(body: Callable[[], T]) -> T:
     from flows.prefect_env import LocalServer
 
     server = LocalServer()
-    with interruptible(cleanup=server.stop):
+    with interruptible(cleanup=server.stop, abort=server.kill):
         server.start()
         try:
             return body()

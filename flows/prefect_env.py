@@ -6,8 +6,10 @@ set: a user pointing at a real server (`PREFECT_API_URL`, e.g. backed by Postgre
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -153,19 +155,39 @@ class LocalServer:
             raise
         os.environ["PREFECT_API_URL"] = self.url
 
+    def kill(self) -> None:
+        """SIGKILL the server's session at once (an interrupted exit that cannot wait for `stop`)."""
+        process = self.process
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+
     def stop(self) -> None:
-        process, self.process = self.process, None
+        process = self.process
         if process is None:
             return
-        _drain_prefect_workers()
-        if os.environ.get("PREFECT_API_URL") == self.url:
-            del os.environ["PREFECT_API_URL"]
-        process.terminate()
         try:
-            process.wait(timeout=4)
+            _drain_prefect_workers()
+        finally:  # an interrupt while draining must not leave the server running (`kill` still sees it)
+            if os.environ.get("PREFECT_API_URL") == self.url:
+                del os.environ["PREFECT_API_URL"]
+            _end_session(process)
+            self.process = None
+
+
+def _end_session(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the server's whole session (it was started as its own group leader), SIGKILL after 4 s."""
+    for sig, wait in ((signal.SIGTERM, 4.0), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            process.poll()
+            return
+        try:
+            process.wait(timeout=wait)
+            return
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            continue
 
 
 @contextmanager
