@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 INTERRUPTED_LINE = "interrupted; rerun the same command to resume"
 EXIT_INTERRUPTED = 130
-_GRACE_SECONDS = 8.0  # the whole exit stays under 10 s even if a flow or the server hangs
+_GRACE_SECONDS = 6.0  # the whole exit stays well under 10 s even if a flow, the drain or the server hangs
 
 
 def _exit_now(code: int = EXIT_INTERRUPTED) -> None:
