@@ -70,6 +70,10 @@ class _EndpointProcess:
     def max_in_flight(self) -> int:
         return self._ask("max_in_flight")
 
+    @property
+    def cpu_s(self) -> float:
+        return self._ask("cpu_s")
+
     def __enter__(self) -> _EndpointProcess:
         return self
 
@@ -83,7 +87,8 @@ def _serve_endpoint(conn: Any, latency: float) -> None:
         conn.send(server.base_url)
         while (op := conn.recv()) != "stop":
             answers = {"reset": lambda: server.reset(), "spans": lambda: list(server.spans),
-                       "max_in_flight": lambda: server.max_in_flight}  # fmt: skip
+                       "max_in_flight": lambda: server.max_in_flight,
+                       "cpu_s": lambda: time.process_time()}  # fmt: skip
             conn.send(answers[op]())
         conn.send(None)
 

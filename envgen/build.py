@@ -208,8 +208,10 @@ def _attempt(
 ) -> _Attempt:  # fmt: skip
     start = time.perf_counter()
     db = synthesize_database(refactored, seed=seed, records_per_entity=cfg.records_per_entity, client=client)
-    tools_source = generate_tools_source(refactored, db, backend=cfg.backend, client=client, failures=failures)
+    # the tests depend on the schemas and the DB, not on the code: written before the code request, their CPU
+    # overlaps other toolsets' requests instead of adding to the tail after the last code reply
     tests_source, rejected = generate_suite(refactored, db, seed=seed)
+    tools_source = generate_tools_source(refactored, db, backend=cfg.backend, client=client, failures=failures)
     timings["generate_s"] = timings.get("generate_s", 0.0) + time.perf_counter() - start
     start = time.perf_counter()
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}

@@ -138,8 +138,8 @@ def _result_from_raw(raw: dict[str, Any], *, cached: bool, key: str = "") -> Cha
 class _PrioritySlots:
     """`max_concurrency` request slots handed out lowest priority value first (FIFO within a priority).
 
-    Lives on the client's private loop (single thread, no locks). Later pipeline phases (codegen before refactor)
-    go first, so items flow through to their sandbox runs instead of all waiting at the first phase.
+    Lives on the client's private loop (single thread, no locks). Roles set their priority (`llm.roles.<role>`);
+    envgen's default is the item with the most requests still ahead first (refactor, then database, then codegen).
     """
 
     def __init__(self, slots: int) -> None:
