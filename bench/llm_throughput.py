@@ -72,6 +72,7 @@ class _EndpointProcess:
 
     @property
     def cpu_s(self) -> float:
+        """CPU seconds the endpoint process has used so far."""
         return self._ask("cpu_s")
 
     def __enter__(self) -> _EndpointProcess:
@@ -99,6 +100,7 @@ Endpoint = FakeOpenAIServer | _EndpointProcess
 def _measure(server: Endpoint, concurrency: int, latency: float,
              work: Callable[[], ShardResult]) -> tuple[ShardResult, dict[str, Any]]:  # fmt: skip
     server.reset()
+    endpoint_cpu = getattr(server, "cpu_s", None)
     start = time.monotonic()
     result = work()
     wall = time.monotonic() - start
@@ -117,6 +119,8 @@ def _measure(server: Endpoint, concurrency: int, latency: float,
         "wall_ok": bool(ideal) and wall <= 1.5 * ideal,
         "load_average_1m": round(os.getloadavg()[0], 2),  # the machine is shared: read wall times beside it
     }  # fmt: skip
+    if endpoint_cpu is not None:  # the endpoint's own CPU (twin answers, HTTP) competes for this machine's cores
+        figures["endpoint_cpu_s"] = round(server.cpu_s - endpoint_cpu, 2)
     return result, figures
 
 
