@@ -127,9 +127,28 @@ def search_term(param: str, schema: Mapping[str, Any], db: Mapping[str, Any], en
     for name in preferred or collections:
         records = [r for r in db[name].values() if isinstance(r, Mapping)]
         for keys in (_NAME_KEYS, None):
-            words = sorted({w for r in records for k, v in r.items() if isinstance(v, str) and not k.endswith("id")
-                            and (keys is None or k in keys or k.endswith("_name"))
-                            for w in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", v)})  # fmt: skip
+            words = _selective_words([_record_words(r, keys) for r in records])
             if words:
                 return rng.choice(words)
     return None
+
+
+def _record_words(record: Mapping[str, Any], keys: tuple[str, ...] | None) -> set[str]:
+    return {w for k, v in record.items() if isinstance(v, str) and not k.endswith("id")
+            and (keys is None or k in keys or k.endswith("_name"))
+            for w in re.findall(r"[A-Za-z][A-Za-z'-]{3,}", v)}  # fmt: skip
+
+
+def _selective_words(per_record: list[set[str]]) -> list[str]:
+    """Words of the records that a search could find them by, the selective ones only: a word in at most half of
+    the records ("Garcia" of "Garcia Item"), not one in every record ("Item"), which would filter nothing."""
+    counts: dict[str, int] = {}
+    for words in per_record:
+        for word in words:
+            counts[word] = counts.get(word, 0) + 1
+    limit = max(1, len(per_record) // 2)
+    for fits in (lambda n: n <= limit, lambda n: n < len(per_record), lambda n: True):
+        words = sorted(w for w, n in counts.items() if fits(n))
+        if words:
+            return words
+    return []

@@ -45,6 +45,16 @@ def test_search_terms_come_from_stored_records_of_the_entity():
     assert search_term("limit", {"type": "integer"}, db, "book", random.Random(0)) is None
 
 
+def test_a_search_term_selects_records_not_the_word_every_record_shares():
+    items = {f"I{i}": {"item_id": f"I{i}", "name": f"{surname} Item"}
+             for i, surname in enumerate(("Garcia", "Silva", "Okafor", "Garcia"))}  # fmt: skip
+    terms = {search_term("query", {"type": "string"}, {"items": items}, "item", random.Random(seed))
+             for seed in range(20)}  # fmt: skip
+    assert terms == {"Silva", "Okafor", "Garcia"}  # "Item" finds all four; "Garcia" still finds two of them
+    one = {"I1": {"item_id": "I1", "name": "Dune Item"}}  # one record: every word of it is selective
+    assert search_term("query", {"type": "string"}, {"items": one}, "item", random.Random(0)) in {"Dune", "Item"}
+
+
 def test_typed_fields_get_realistic_values_not_codename_fillers():
     rng = random.Random(3)
     assert re.fullmatch(r"\d{2}\.\d{3}\.\d{3}/\d{4}-\d{2}", realistic_value("cnpj", {}, rng))
