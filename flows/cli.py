@@ -525,6 +525,7 @@ from flows.cli_quality import quality  # noqa: E402
 
 app.command(help="Measure an OUT folder's tasks: reports/quality.json, card table, figure panel.")(quality)
 _mount("flows.cli_env", "env", "Run, inspect, serve (MCP) or pull a built environment.")
+_mount("flows.cli_cache", "cache", "Merge or inspect LLM response caches (one per node in multi-node builds).")
 _mount("flows.cli_toucan", "toucan", "Toucan SFT/RL preparation, evaluation and the tool-space K-sweep.")
 eval_app = typer.Typer(help="Evaluate a served model (alias of the evaluators' own commands).", no_args_is_help=True,
                        rich_markup_mode=None)  # fmt: skip

@@ -13,9 +13,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from gustforge.errors import InputError
 from gustforge.hashing import content_hash
 
-__all__ = ["ResponseCache", "cache_key", "merge_caches"]
+__all__ = ["ResponseCache", "cache_key", "cache_entries", "merge_caches"]
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
 
@@ -83,21 +84,39 @@ class ResponseCache:
         self.close()
 
 
+def _read_entries(source: Path) -> list[tuple[str, str]]:
+    """Every (key, value) row of a cache file, read-only; InputError when `source` is not one."""
+    if not Path(source).is_file():
+        raise InputError(f"{source}: no such cache file")
+    try:
+        conn = sqlite3.connect(f"file:{Path(source).resolve()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise InputError(f"{source}: cannot open ({exc})") from exc
+    try:
+        rows = conn.execute("SELECT key, value FROM responses").fetchall()
+    except sqlite3.DatabaseError as exc:  # not SQLite, or SQLite without our table
+        raise InputError(f"{source}: not a gust LLM cache ({exc})") from exc
+    finally:
+        conn.close()
+    return [(str(key), str(value)) for key, value in rows]
+
+
+def cache_entries(path: Path) -> int:
+    """Entries stored in the cache file `path` (read-only; InputError when it is not a cache)."""
+    return len(_read_entries(path))
+
+
 def merge_caches(target: Path, sources: Sequence[Path]) -> int:
     """Copy every entry of the `sources` cache files into `target` (multi-node builds: one local cache per
     worker, merged onto shared storage afterwards, so no SQLite file is ever written over NFS).
 
+    Every source is read before `target` is touched: a bad source (InputError) leaves `target` unchanged.
+
     Returns:
         Entries copied.
     """
-    copied = 0
+    rows = [row for source in sources for row in _read_entries(source)]
     with ResponseCache(target) as merged:
-        for source in sources:
-            conn = sqlite3.connect(Path(source))
-            try:
-                for key, value in conn.execute("SELECT key, value FROM responses"):
-                    merged.put(key, json.loads(value))
-                    copied += 1
-            finally:
-                conn.close()
-    return copied
+        for key, value in rows:
+            merged.put(key, json.loads(value))
+    return len(rows)
