@@ -19,7 +19,15 @@ from data.models import RefactoredToolset
 from envgen import prompts
 from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
-from envgen.fakes import CITIES, FREE_TEXT_TOKENS, field_tokens, plain_value, title_text, typed_value
+from envgen.fakes import (
+    CITIES,
+    FREE_TEXT_TOKENS,
+    field_tokens,
+    plain_value,
+    schema_examples,
+    title_text,
+    typed_value,
+)
 from gustforge.errors import CodegenError, LLMError
 from gustforge.llm import LLMClient, LLMRole, run_role
 from gustforge.schemas import safe_validator
@@ -170,6 +178,8 @@ def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, 
         return typed_value("job", {}, rng) or "Analyst"  # an employee's title is a job title
     if field == "title" and entity is not None:
         return _title(rng, index, field)
+    if examples := schema_examples(schema):  # the schema's own default / examples / "e.g." values come first
+        return examples[(index - 1) % len(examples)]
     if (value := typed_value(field, schema, rng, index=index)) is not None:
         return value
     for pattern, generate in _STRING_RULES:

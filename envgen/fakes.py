@@ -12,6 +12,7 @@ Never produced: "<codename> <field name>" fillers ("summit file key"), "#N" coun
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import threading
@@ -26,6 +27,8 @@ __all__ = [
     "field_tokens",
     "note_text",
     "plain_value",
+    "plain_words",
+    "schema_examples",
     "title_text",
     "typed_value",
 ]
@@ -87,6 +90,17 @@ _STORES = ("customers", "orders", "analytics", "inventory", "billing", "users", 
            "payments", "reports", "audit_logs")  # fmt: skip
 _REGIONS = ("Northeast", "Pacific Northwest", "Midwest", "Western Europe", "Southeast Asia", "East Africa", "Andes")
 _CRYPTO = ("BTC", "ETH", "SOL", "ADA", "DOT", "LTC")
+_SELECTORS = ("#submit-button", ".nav-link", "button[type=submit]", "#search-input", "a.product-title",
+              "div.modal-footer > button", "input[name=email]", "#login-form")  # fmt: skip
+_EXPRESSIONS = ("2 * (3 + 4)", "sqrt(144) + 7", "15 / 4", "3 ** 4 - 10", "(120 - 45) * 0.2", "sin(0.5) + 1")
+_QUESTIONS = ("What are the opening hours on Sunday?", "How do I reset my password?",
+              "Which plan includes priority support?", "Is the order eligible for a refund?",
+              "When does the next release ship?", "Where is the nearest service center?")  # fmt: skip
+_PHRASES = ("hello world", "The quick brown fox", "order-2025-0413", "Meeting notes for Monday", "user@42",
+            "Release v2.4 is ready")  # fmt: skip
+_NETWORKS = ("ethereum", "solana", "polygon", "arbitrum", "base", "bsc")
+_PACKAGES = ("requests", "numpy", "lodash", "express", "laravel/framework", "react", "pandas", "guzzlehttp/guzzle")
+_CRONS = ("0 9 * * 1-5", "*/15 * * * *", "0 0 1 * *", "30 18 * * 5", "0 */6 * * *")
 CITIES = (
     "Lisbon", "Toronto", "Osaka", "Nairobi", "Denver", "Krakow", "Melbourne", "Bogota", "Oslo", "Austin",
     "Berlin", "Lima", "Seoul", "Dublin", "Perth", "Sao Paulo", "Cape Town", "Vancouver", "Lyon", "Porto",
@@ -110,8 +124,8 @@ def _faker(locale: str) -> Any:
 class _Ctx:
     """One value request: the tokens of the field name and a Faker re-seeded from the caller's rng."""
 
-    def __init__(self, tokens: frozenset[str], rng: random.Random, index: int) -> None:
-        self.tokens, self.rng, self.index = tokens, rng, index
+    def __init__(self, tokens: frozenset[str], rng: random.Random, index: int, ordered: tuple[str, ...] = ()) -> None:
+        self.tokens, self.rng, self.index, self.ordered = tokens, rng, index, ordered
         self._seed = rng.getrandbits(32)
 
     def fake(self, locale: str = "en_US") -> Any:
@@ -184,8 +198,12 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("url", "link", "website", "uri", "homepage", "endpoint", "webhook"), lambda c: c.fake().url()),
     (_has("uuid", "guid"), lambda c: str(c.fake().uuid4())),
     (_has("ticker", "symbol"), lambda c: c.rng.choice(_TICKERS)),
-    (_has("crypto", "coin"), lambda c: c.rng.choice(_CRYPTO)),
-    (_has("currency"), lambda c: c.rng.choice(("USD", "EUR", "GBP", "JPY", "BRL"))),
+    (_has("crypto", "coin", "coins"), lambda c: c.rng.choice(_CRYPTO)),
+    (_has("currency", "currencies"), lambda c: c.rng.choice(("USD", "EUR", "GBP", "JPY", "BRL"))),
+    (_has("network", "chain", "blockchain"), lambda c: c.rng.choice(_NETWORKS)),
+    (_has("hash", "txhash", "digest", "checksum"), lambda c: "0x" + "".join(c.rng.choice("0123456789abcdef")
+                                                                           for _ in range(64))),  # fmt: skip
+    (_has("barcode", "ean", "upc", "gtin"), lambda c: c.fake().ean13()),
     (
         lambda c: "first" in c.tokens and "name" in c.tokens or "firstname" in c.tokens,
         lambda c: c.fake().first_name(),
@@ -241,6 +259,14 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
         lambda c: f"{c.rng.choice(_DIRS)}/{c.rng.choice(_FILES)}",
     ),
     (_has("command", "cmd", "shell"), lambda c: c.rng.choice(_COMMANDS)),
+    (_has("selector", "xpath"), lambda c: c.rng.choice(_SELECTORS)),
+    (_has("expression", "formula", "equation"), lambda c: c.rng.choice(_EXPRESSIONS)),
+    (_has("question"), lambda c: c.rng.choice(_QUESTIONS)),
+    (_has("package", "library", "dependency"), lambda c: c.rng.choice(_PACKAGES)),
+    (_has("schedule", "cron"), lambda c: c.rng.choice(_CRONS)),
+    (lambda c: bool(c.ordered) and c.ordered[-1] in ("id", "ids") and len(c.ordered) > 1,
+     lambda c: f"{c.ordered[0][:3].upper()}-{c.rng.randint(1000, 9999)}"),  # session_id: SES-4821
+    (_has("input", "plaintext"), lambda c: c.rng.choice(_PHRASES)),
     (
         lambda c: bool(c.tokens & {"number", "num", "no", "count", "page", "chapter", "verse", "juz", "hizb", "limit"}),
         lambda c: str(c.rng.randint(1, 30)),
@@ -293,8 +319,8 @@ def typed_value(field: str, schema: Mapping[str, Any], rng: random.Random, *, in
         True
     """
     fmt = str(schema.get("format") or "")
-    tokens = frozenset(field_tokens(field))
-    context = _Ctx(tokens, rng, index)
+    ordered = tuple(field_tokens(field))
+    context = _Ctx(frozenset(ordered), rng, index, ordered)
     if fmt in _FORMATS:
         return str(_FORMATS[fmt](context))
     for test, make in _RULES:
@@ -303,12 +329,38 @@ def typed_value(field: str, schema: Mapping[str, Any], rng: random.Random, *, in
     return None
 
 
-def plain_value(field: str, rng: random.Random, *, choices: int = 4, index: int | None = None) -> str:
-    """A plain English word for a field nothing else describes: one of `choices` words fixed by the field's name
-    (so several records share a value and filters find them), picked with `rng` — never "<codename> <field>"."""
+_EXAMPLES_IN_TEXT = re.compile(r"\b(?:e\.g\.|eg\.|for example|such as)[,:]?\s*(.+?)(?:\)|\.\s|\.?$)", re.IGNORECASE)
+
+
+def schema_examples(schema: Mapping[str, Any]) -> tuple[str, ...]:
+    """The string values a field's own schema offers: `default`, `example(s)`, and the list after "e.g." in its
+    description (`"Network ID (e.g., ethereum, solana)"` -> ethereum, solana). Empty when it offers none."""
+    found: list[str] = []
+    for key in ("default", "example"):
+        if isinstance(schema.get(key), str):
+            found.append(schema[key])
+    if isinstance(schema.get("examples"), list):
+        found.extend(v for v in schema["examples"] if isinstance(v, str))
+    match = _EXAMPLES_IN_TEXT.search(str(schema.get("description") or ""))
+    if match:
+        found.extend(re.split(r",\s*|\s+or\s+", match.group(1)))
+    cleaned = (v.strip().strip("'\"`").strip() for v in found)
+    return tuple(dict.fromkeys(v for v in cleaned if 0 < len(v) <= 40 and v.count(" ") <= 3))
+
+
+@functools.lru_cache(maxsize=4096)  # a pure function of its arguments; quality checks ask per argument
+def plain_words(field: str, choices: int = 4) -> tuple[str, ...]:
+    """The plain English words `plain_value` may give `field` (fixed by its name)."""
     faker = _faker("en_US")
     faker.seed_instance(zlib.crc32(field.encode("utf-8")))
-    words = [w for w in faker.words(choices * 3, unique=True) if len(w) > 3][:choices] or ["standard"]
+    return tuple([w for w in faker.words(choices * 3, unique=True) if len(w) > 3][:choices] or ["standard"])
+
+
+def plain_value(field: str, rng: random.Random, *, choices: int = 4, index: int | None = None) -> str:
+    """A plain English word for a field nothing else describes: one of `choices` words fixed by the field's name
+    (so several records share a value and filters find them), picked with `rng` — never "<codename> <field>".
+    The last resort: `gust quality` measures how many tasks carry one (`plain_word_task_share`)."""
+    words = list(plain_words(field, choices))
     if index is not None:  # records 1-2, 3-4, ... share a value: a filter on it finds two records
         return words[((index - 1) // 2) % len(words)]
     return rng.choice(words)

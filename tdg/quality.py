@@ -19,6 +19,8 @@ build (`gust build`, stage `quality`) and on any exported dataset (`gust quality
   (``"summit file key"`` for `file_key`, ``"alpha cnpj"``, ``"Harbor Summit 3"``), or carrying mock-DB
   boilerplate (``"Detailed description #3, recently added."``, lorem ipsum); the same check over call outputs is
   measured (the environment's DB is filler) but drops nothing;
+- **plain words** (measured, drops nothing): an argument holding the last-resort plain English word the value
+  generator gives a field nothing describes (``selector "would"``), unless the tool's schema offers that word;
 - **missing goal**: the user's query (the last message) states no goal — no action verb or request, only values
   ("Use these: host is ..., port is ...");
 
@@ -40,6 +42,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
+
+from envgen.fakes import plain_words, schema_examples
 
 from data.models import (
     GoldenTrace,
@@ -232,6 +236,7 @@ class TaskFindings(StrictModel):
     template_values: tuple[str, ...] = ()
     filler_values: tuple[str, ...] = ()
     filler_outputs: tuple[str, ...] = ()
+    plain_words: tuple[str, ...] = ()
     goal_missing: bool = False
     tools_used: tuple[str, ...] = ()
 
@@ -542,6 +547,19 @@ def list_pick(output: Any, path: str) -> tuple[Any, list[Any], int] | None:
     return walk_path(output, element_path), siblings, index
 
 
+def _plain_words(call: TraceCall, schema: ToolSchema | None) -> list[str]:
+    """Arguments that got the last-resort plain English word (`envgen.fakes.plain_value`: `selector "would"`),
+    unless the tool's schema itself offers that word (an enum value, a default, an "e.g.")."""
+    props = (schema.parameters.get("properties") or {}) if schema is not None else {}
+    found = []
+    for param, value in call.arguments.items():
+        spec = props.get(param) if isinstance(props.get(param), Mapping) else {}
+        offered = set(spec.get("enum") or ()) | set(schema_examples(spec))
+        if isinstance(value, str) and value in plain_words(param) and value not in offered:
+            found.append(f"{call.name}.{param}={value!r}")
+    return found
+
+
 def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: QualityConfig) -> TaskFindings:
     """Every per-task check of the module docstring on one task record."""
     text = _shown_text(record)
@@ -574,6 +592,7 @@ def analyze_task(record: TaskRecord, schemas: Mapping[str, ToolSchema], cfg: Qua
                 out["template_values"] += _template_values(call)
             out["filler_values"] += filler_values(call.arguments, call.name, cfg)
             out["filler_outputs"] += filler_values(call.output, call.name, cfg)[:3]
+            out["plain_words"] += _plain_words(call, schemas.get(call.name))
             terminal |= terminal_ids(call, kind, statuses)
             outputs[call.name] = call.output
     uses_dependency = any(call.dependency_args for call in calls)
@@ -682,6 +701,7 @@ def summarize(findings: Sequence[TaskFindings], tools_per_env: Mapping[str, int]
         "template_value_task_share": _share(sum(bool(f.template_values) for f in findings), n),
         "filler_value_task_share": _share(sum(bool(f.filler_values) for f in findings), n),
         "filler_output_task_share": _share(sum(bool(f.filler_outputs) for f in findings), n),
+        "plain_word_task_share": _share(sum(bool(f.plain_words) for f in findings), n),
         "goal_missing_task_share": _share(sum(f.goal_missing for f in findings), n),
         "near_duplicate_task_share": _share(sum(f.task_id in duplicates for f in findings), n),
         "tool_coverage": round(sum(len(used[e]) for e in envs) / total_tools, 4) if total_tools else 0.0,

@@ -118,8 +118,11 @@ def search_term(param: str, schema: Mapping[str, Any], db: Mapping[str, Any], en
     typed = None if tokens & _QUERY_TOKENS else typed_value(param, schema, random.Random(0))
     if typed is not None:
         shape = _shape(typed)
+        # a shape of letters only ("en") fits any word: then only a field of the same name may supply the value
+        loose = re.fullmatch(r"[A-Za-z]+", typed) is not None
         stored = sorted({v for c in preferred + collections for r in db[c].values() if isinstance(r, Mapping)
-                         for v in r.values() if isinstance(v, str)})  # fmt: skip
+                         for k, v in r.items() if isinstance(v, str)
+                         and (not loose or tokens & set(_tokens(k)))})  # fmt: skip
         found = [v for v in stored if shape.fullmatch(v)]
         if not found and any(ch.isdigit() for ch in typed):  # a month is the prefix of a stored date
             found = sorted({m.group(0) for v in stored if (m := shape.match(v))})

@@ -345,3 +345,18 @@ class TestGoal:
     def test_the_goal_must_be_in_the_query_not_only_in_the_history(self):
         history = ({"role": "user", "content": "Please cancel my order."}, {"role": "assistant", "content": "Details?"})
         assert goal_missing(task((call("cancel_order", {"order_id": "O1"}),), query='Sure: "O1".', history=history))
+
+
+def test_a_last_resort_plain_word_is_measured_unless_the_schema_offers_it():
+    from envgen.fakes import plain_words
+    from tdg.quality import summarize
+
+    word = plain_words("selector")[0]
+    found = findings(task((call("search_orders", {"selector": word, "order_id": "O1"}, ORDER),), query="Find O1."))
+    assert found.plain_words == (f"search_orders.selector={word!r}",) and failure_reasons(found, CFG) == []
+    assert summarize([found], {"shop": 7}, set())["plain_word_task_share"] == 1.0
+    offered = {**SCHEMAS, "search_orders": SCHEMAS["search_orders"].model_copy(update={"parameters": {
+        "type": "object", "properties": {"selector": {"type": "string", "enum": [word, "#id"]}}}})}  # fmt: skip
+    record = task((call("search_orders", {"selector": word}),), query="Find it.")
+    assert analyze_task(record, offered, CFG).plain_words == ()
+    assert findings(task((call("search_orders", {"selector": "#submit-button"}),))).plain_words == ()

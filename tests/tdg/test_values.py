@@ -86,3 +86,10 @@ def test_numbers_fall_in_ranges_their_names_suggest_and_respect_bounds():
         assert 2018 <= realistic_number("year", {"type": "integer"}, rng) <= 2025
         assert 1 <= realistic_number("quantity", {"type": "integer", "maximum": 3}, rng) <= 3
         assert realistic_number("amount", {"type": "number", "exclusiveMinimum": 600}, rng) > 600
+
+
+def test_a_letters_only_typed_filter_never_takes_a_word_of_another_field():
+    db = {"verses": {"V1": {"verse_id": "V1", "audio": "environment", "words": "performance"}}}
+    assert search_term("language", {"type": "string"}, db, "verse", random.Random(0)) is None
+    db["verses"]["V1"]["language"] = "ar"
+    assert search_term("language", {"type": "string"}, db, "verse", random.Random(0)) == "ar"

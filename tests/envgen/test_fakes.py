@@ -1,0 +1,28 @@
+"""Typed values by field name and by the field's own schema (envgen/fakes.py)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from envgen.fakes import plain_words, schema_examples, typed_value
+
+
+def test_technical_fields_get_values_of_their_kind_not_plain_words():
+    rng = random.Random(7)
+    assert re.fullmatch(r"SES-\d{4}", typed_value("session_id", {}, rng))
+    assert re.fullmatch(r"0x[0-9a-f]{64}", typed_value("transaction_hash", {}, rng))
+    assert re.fullmatch(r"\d{13}", typed_value("barcode", {}, rng))
+    assert typed_value("selector", {}, rng)[0] in "#.abdi"  # a CSS selector
+    assert len(typed_value("schedule", {}, rng).split()) == 5  # a cron line
+    assert typed_value("network", {}, rng) in ("ethereum", "solana", "polygon", "arbitrum", "base", "bsc")
+    assert typed_value("question", {}, rng).endswith("?")
+    for field in ("session_id", "selector", "schedule", "network", "question", "expression", "input", "package_name"):
+        assert typed_value(field, {}, rng) not in plain_words(field), field
+
+
+def test_a_schema_offers_its_own_examples():
+    assert schema_examples({"description": "Network ID (e.g., ethereum, solana)"}) == ("ethereum", "solana")
+    assert schema_examples({"description": "Parameter language (e.g., 'en', 'ar', 'fr-CA')"}) == ("en", "ar", "fr-CA")
+    assert schema_examples({"default": "unstable", "examples": ["stable"]}) == ("unstable", "stable")
+    assert schema_examples({"default": "", "description": "The input string to hash"}) == ()
