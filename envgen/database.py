@@ -178,7 +178,8 @@ def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, 
         return typed_value("job", {}, rng) or "Analyst"  # an employee's title is a job title
     if field == "title" and entity is not None:
         return _title(rng, index, field)
-    if examples := schema_examples(schema):  # the schema's own default / examples / "e.g." values come first
+    examples = schema_examples(schema)  # the schema's own default / examples / "e.g." values come first
+    if len(examples) > 1 or (examples and index % 2):  # one offered value: every other record, so keys differ
         return examples[(index - 1) % len(examples)]
     if (value := typed_value(field, schema, rng, index=index)) is not None:
         return value

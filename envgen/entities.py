@@ -306,7 +306,7 @@ def _key_like(schema: dict[str, Any]) -> bool:
 
 
 def _simple(schema: dict[str, Any]) -> dict[str, Any]:
-    keep = ("type", "enum", "format", "items", "minimum", "maximum", "properties", "description")
+    keep = ("type", "enum", "format", "items", "minimum", "maximum", "properties", "description", "default", "examples")
     return {k: v for k, v in schema.items() if k in keep}
 
 
@@ -361,7 +361,6 @@ def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) ->
     if lookup is not None:
         key_schema = by_name[lookup.name].parameters["properties"][lookup.id_param]
         id_schema = _simple(key_schema.get("items", {}) if lookup.options.get("batch") else key_schema)
-        id_schema.pop("description", None)
     match = _ID_PARAM.match(id_field) if lookup is not None else None
     source = pluralize(match.group("noun")) if match else None
     return EntitySpec(name=name, singular=singular, id_field=id_field, id_type=id_type, id_prefix=id_prefix(singular),

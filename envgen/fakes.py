@@ -329,22 +329,28 @@ def typed_value(field: str, schema: Mapping[str, Any], rng: random.Random, *, in
     return None
 
 
-_EXAMPLES_IN_TEXT = re.compile(r"\b(?:e\.g\.|eg\.|for example|such as)[,:]?\s*(.+?)(?:\)|\.\s|\.?$)", re.IGNORECASE)
+_EXAMPLES_IN_TEXT = (
+    re.compile(r"\b(?:e\.g\.?|eg\.|for example|such as)[,:]?\s*(.+?)(?:\)|\.\s|\.?$)", re.IGNORECASE),
+    re.compile(r"\(([A-Za-z0-9_.\-]+(?:,\s*[A-Za-z0-9_.\-]+){2,})\)"),  # "(architect, ask, code, debug)"
+    re.compile(r"例如\s*(.+?)(?:等|$)"),
+)
 
 
 def schema_examples(schema: Mapping[str, Any]) -> tuple[str, ...]:
-    """The string values a field's own schema offers: `default`, `example(s)`, and the list after "e.g." in its
-    description (`"Network ID (e.g., ethereum, solana)"` -> ethereum, solana). Empty when it offers none."""
+    """The string values a field's own schema offers: `default`, `example(s)`, and the list after "e.g." (or a
+    parenthesized list) in its description (`"Network ID (e.g., ethereum, solana)"` -> ethereum, solana)."""
     found: list[str] = []
     for key in ("default", "example"):
         if isinstance(schema.get(key), str):
             found.append(schema[key])
     if isinstance(schema.get("examples"), list):
         found.extend(v for v in schema["examples"] if isinstance(v, str))
-    match = _EXAMPLES_IN_TEXT.search(str(schema.get("description") or ""))
-    if match:
-        found.extend(re.split(r",\s*|\s+or\s+", match.group(1)))
-    cleaned = (v.strip().strip("'\"`").strip() for v in found)
+    description = str(schema.get("description") or "")
+    for pattern in _EXAMPLES_IN_TEXT:
+        if match := pattern.search(description):
+            found.extend(re.split(r",\s*|，\s*|\s+or\s+", match.group(1)))
+            break
+    cleaned = (v.strip().strip("'\"`“”").strip() for v in found)
     return tuple(dict.fromkeys(v for v in cleaned if 0 < len(v) <= 40 and v.count(" ") <= 3))
 
 

@@ -202,3 +202,12 @@ def test_typed_values_do_not_depend_on_other_threads() -> None:
     with ThreadPoolExecutor(8) as pool:
         together = list(pool.map(draw, range(8)))
     assert together == alone
+
+
+def test_a_field_takes_the_values_its_schema_offers():
+    schema = {"type": "string", "description": "Network ID (e.g., ethereum, solana)"}
+    assert {sample_value("network_id", schema, random.Random(0), index) for index in range(1, 5)} == {
+        "ethereum", "solana"}  # fmt: skip
+    one = {"type": "string", "default": "unstable"}
+    values = [sample_value("channel", one, random.Random(0), index) for index in range(1, 5)]
+    assert values[0] == values[2] == "unstable" and values[1] != "unstable"  # other records differ: keys stay distinct

@@ -26,3 +26,11 @@ def test_a_schema_offers_its_own_examples():
     assert schema_examples({"description": "Parameter language (e.g., 'en', 'ar', 'fr-CA')"}) == ("en", "ar", "fr-CA")
     assert schema_examples({"default": "unstable", "examples": ["stable"]}) == ("unstable", "stable")
     assert schema_examples({"default": "", "description": "The input string to hash"}) == ()
+
+
+def test_a_description_lists_its_values_in_several_ways():
+    assert schema_examples({"description": "Mode to switch to (architect, ask, code, debug)"}) == (
+        "architect", "ask", "code", "debug")  # fmt: skip
+    assert schema_examples({"description": "Start time (e.g 2025-05-22T23:00:00Z)."}) == ("2025-05-22T23:00:00Z",)
+    assert schema_examples({"default": "1d", "description": '周期，例如 "1d", "1m", "5m" 等'}) == ("1d", "1m", "5m")
+    assert schema_examples({"description": "The slug (see docs) to get"}) == ()
