@@ -100,6 +100,10 @@ _PHRASES = ("hello world", "The quick brown fox", "order-2025-0413", "Meeting no
             "Release v2.4 is ready")  # fmt: skip
 _NETWORKS = ("ethereum", "solana", "polygon", "arbitrum", "base", "bsc")
 _PACKAGES = ("requests", "numpy", "lodash", "express", "laravel/framework", "react", "pandas", "guzzlehttp/guzzle")
+_RATIONALES = ("Move reporting to PostgreSQL for its JSON support.", "Keep the current vendor until the contract ends.",
+               "Ship the beta to internal users first.", "Cache results for ten minutes to cut API costs.",
+               "Split billing out of the monolith into its own service.", "Put the new checkout behind a feature flag.")  # fmt: skip
+_CHANNELS = ("general", "alerts", "team-updates", "support", "release-notes", "random")
 _CRONS = ("0 9 * * 1-5", "*/15 * * * *", "0 0 1 * *", "30 18 * * 5", "0 */6 * * *")
 CITIES = (
     "Lisbon", "Toronto", "Osaka", "Nairobi", "Denver", "Krakow", "Melbourne", "Bogota", "Oslo", "Austin",
@@ -253,19 +257,25 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("key", "token", "secret", "apikey"), _key_value),
     (_has("pattern", "glob", "regex"), lambda c: c.rng.choice(_PATTERNS)),
     (_has("filename"), lambda c: c.rng.choice(_FILES)),
-    (_has("directory", "dir", "folder"), lambda c: c.rng.choice(_DIRS)),
+    (_has("directory", "dir", "folder", "root"), lambda c: c.rng.choice(_DIRS)),
     (
         _has("path", "file", "filepath", "source", "src", "dest"),
         lambda c: f"{c.rng.choice(_DIRS)}/{c.rng.choice(_FILES)}",
     ),
     (_has("command", "cmd", "shell"), lambda c: c.rng.choice(_COMMANDS)),
+    (lambda c: bool(c.ordered) and c.ordered[-1] in ("id", "ids") and len(c.ordered) > 1,
+     lambda c: f"{c.ordered[0][:3].upper()}-{c.rng.randint(1000, 9999)}"),  # session_id: SES-4821
     (_has("selector", "xpath"), lambda c: c.rng.choice(_SELECTORS)),
     (_has("expression", "formula", "equation"), lambda c: c.rng.choice(_EXPRESSIONS)),
     (_has("question"), lambda c: c.rng.choice(_QUESTIONS)),
     (_has("package", "library", "dependency"), lambda c: c.rng.choice(_PACKAGES)),
     (_has("schedule", "cron"), lambda c: c.rng.choice(_CRONS)),
-    (lambda c: bool(c.ordered) and c.ordered[-1] in ("id", "ids") and len(c.ordered) > 1,
-     lambda c: f"{c.ordered[0][:3].upper()}-{c.rng.randint(1000, 9999)}"),  # session_id: SES-4821
+    (_has("pid"), lambda c: str(c.rng.randint(1200, 64000))),
+    (_has("channel"), lambda c: c.rng.choice(_CHANNELS)),
+    (_has("slug"), lambda c: re.sub(r"[^a-z0-9]+", "-", title_text(c.rng).lower()).strip("-")),
+    (lambda c: c.tokens == {"task"}, lambda c: title_text(c.rng)),
+    (_has("context", "decision", "explanation", "rationale", "purpose", "usecase"), lambda c: c.rng.choice(_RATIONALES)),
+    (lambda c: {"use", "case"} <= c.tokens, lambda c: c.rng.choice(_RATIONALES)),
     (_has("input", "plaintext"), lambda c: c.rng.choice(_PHRASES)),
     (
         lambda c: bool(c.tokens & {"number", "num", "no", "count", "page", "chapter", "verse", "juz", "hizb", "limit"}),

@@ -330,6 +330,8 @@ def _is_filler(key: str, value: str, words: frozenset[str], patterns: Sequence[r
     """`value` of field `key` is a mock filler: boilerplate, or only filler words + the field's name + counters."""
     if any(p.search(value) for p in patterns):
         return True
+    if re.fullmatch(r"[A-Z]{2,4}-\d{3,}", value):  # an identifier code ("MY-9029"), whatever its letters spell
+        return False
     tokens = _words(value)
     field = set(_words(key)) | {w.rstrip("s") for w in _words(key)}
     if len(tokens) < 2 or len(value) > 80:

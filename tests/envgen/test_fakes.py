@@ -34,3 +34,11 @@ def test_a_description_lists_its_values_in_several_ways():
     assert schema_examples({"description": "Start time (e.g 2025-05-22T23:00:00Z)."}) == ("2025-05-22T23:00:00Z",)
     assert schema_examples({"default": "1d", "description": '周期，例如 "1d", "1m", "5m" 等'}) == ("1d", "1m", "5m")
     assert schema_examples({"description": "The slug (see docs) to get"}) == ()
+
+
+def test_more_fields_of_a_known_kind():
+    rng = random.Random(2)
+    assert typed_value("gdb_pid", {}, rng).isdigit()
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", typed_value("slug", {}, rng))
+    assert typed_value("project_root", {}, rng).startswith("/")
+    assert typed_value("decision", {}, rng).endswith(".") and " " in typed_value("use_case", {}, rng)

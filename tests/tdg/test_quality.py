@@ -360,3 +360,8 @@ def test_a_last_resort_plain_word_is_measured_unless_the_schema_offers_it():
     record = task((call("search_orders", {"selector": word}),), query="Find it.")
     assert analyze_task(record, offered, CFG).plain_words == ()
     assert findings(task((call("search_orders", {"selector": "#submit-button"}),))).plain_words == ()
+
+
+def test_an_identifier_code_is_not_filler_whatever_its_letters_spell():
+    assert filler_values({"typescript_code": "MY-9029"}, "t", CFG) == []
+    assert filler_values({"file_key": "summit file key"}, "t", CFG) == ["t.file_key='summit file key'"]
