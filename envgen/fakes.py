@@ -100,9 +100,11 @@ _PHRASES = ("hello world", "The quick brown fox", "order-2025-0413", "Meeting no
             "Release v2.4 is ready")  # fmt: skip
 _NETWORKS = ("ethereum", "solana", "polygon", "arbitrum", "base", "bsc")
 _PACKAGES = ("requests", "numpy", "lodash", "express", "laravel/framework", "react", "pandas", "guzzlehttp/guzzle")
-_RATIONALES = ("Move reporting to PostgreSQL for its JSON support.", "Keep the current vendor until the contract ends.",
-               "Ship the beta to internal users first.", "Cache results for ten minutes to cut API costs.",
-               "Split billing out of the monolith into its own service.", "Put the new checkout behind a feature flag.")  # fmt: skip
+_RATIONALES = (
+    "Move reporting to PostgreSQL for its JSON support.", "Keep the current vendor until the contract ends.",
+    "Ship the beta to internal users first.", "Cache results for ten minutes to cut API costs.",
+    "Split billing out of the monolith into its own service.", "Put the new checkout behind a feature flag.",
+)  # fmt: skip
 _CHANNELS = ("general", "alerts", "team-updates", "support", "release-notes", "random")
 _CRONS = ("0 9 * * 1-5", "*/15 * * * *", "0 0 1 * *", "30 18 * * 5", "0 */6 * * *")
 CITIES = (
@@ -274,7 +276,8 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("channel"), lambda c: c.rng.choice(_CHANNELS)),
     (_has("slug"), lambda c: re.sub(r"[^a-z0-9]+", "-", title_text(c.rng).lower()).strip("-")),
     (lambda c: c.tokens == {"task"}, lambda c: title_text(c.rng)),
-    (_has("context", "decision", "explanation", "rationale", "purpose", "usecase"), lambda c: c.rng.choice(_RATIONALES)),
+    (_has("context", "decision", "explanation", "rationale", "purpose", "usecase"),
+     lambda c: c.rng.choice(_RATIONALES)),  # fmt: skip
     (lambda c: {"use", "case"} <= c.tokens, lambda c: c.rng.choice(_RATIONALES)),
     (_has("input", "plaintext"), lambda c: c.rng.choice(_PHRASES)),
     (

@@ -43,8 +43,6 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from envgen.fakes import plain_words, schema_examples
-
 from data.models import (
     GoldenTrace,
     QuarantineRecord,
@@ -56,6 +54,7 @@ from data.models import (
     ToolSchema,
     TraceCall,
 )
+from envgen.fakes import plain_words, schema_examples
 
 __all__ = [
     "STAGE",
