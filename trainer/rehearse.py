@@ -334,6 +334,26 @@ def _advantages(cfg: DictConfig, rm_scores: torch.Tensor, mask: torch.Tensor, ui
     return data.batch["advantages"]
 
 
+_ATTENTION_BUDGET_BYTES = 2 * 2**30  # CPU attention scores of one gradient step: batch x heads x width^2 x 4 bytes
+_MAX_GRADIENT_ROWS = 16
+
+
+def _affordable_rows(fields: Sequence[Mapping[str, Any]], heads: int) -> list[int]:
+    """Indices of the trajectories one CPU gradient step can hold: shortest first, while the padded batch's
+    attention scores stay within `_ATTENTION_BUDGET_BYTES` (a build's real rows are thousands of tokens long;
+    all of them in one step asked for 12 GB and more)."""
+    order = sorted(range(len(fields)), key=lambda i: int(fields[i]["prompts"].numel() + fields[i]["responses"].numel()))
+    chosen: list[int] = []
+    for index in order[:_MAX_GRADIENT_ROWS]:
+        trial = [*chosen, index]
+        width = max(int(fields[i]["prompts"].numel()) for i in trial) + max(
+            int(fields[i]["responses"].numel()) for i in trial)
+        if len(trial) * heads * width * width * 4 > _ATTENTION_BUDGET_BYTES:
+            break
+        chosen.append(index)
+    return sorted(chosen)
+
+
 def _gradients(model_dir: Path, fields: Sequence[Mapping[str, Any]], adv: torch.Tensor, cfg: DictConfig,
                device: str) -> dict[str, Any]:  # fmt: skip
     from transformers import AutoModelForCausalLM
@@ -342,10 +362,19 @@ def _gradients(model_dir: Path, fields: Sequence[Mapping[str, Any]], adv: torch.
 
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(model_dir).to(device)
+    chosen = _affordable_rows(fields, int(model.config.num_attention_heads))
+    if not chosen:
+        shortest = min(int(f["prompts"].numel() + f["responses"].numel()) for f in fields)
+        return {"device": device, "rows": 0, "of_rows": len(fields),
+                "not_run": f"the shortest trajectory has {shortest} tokens: its attention alone exceeds "
+                           f"{_ATTENTION_BUDGET_BYTES / 2**30:.0f} GiB on CPU"}  # fmt: skip
+    of_rows = len(fields)
+    fields, adv = [fields[i] for i in chosen], adv[chosen]
     prompts = [f["prompts"] for f in fields]
     responses = [f["responses"] for f in fields]
     width_p = max(p.numel() for p in prompts)
-    width_r = adv.shape[1]
+    width_r = max(int(r.numel()) for r in responses)
+    adv = adv[:, :width_r]
     ids = torch.zeros(len(fields), width_p + width_r, dtype=torch.long)
     attn = torch.zeros_like(ids)
     for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
@@ -386,6 +415,8 @@ def _gradients(model_dir: Path, fields: Sequence[Mapping[str, Any]], adv: torch.
         cosine = float(torch.nn.functional.cosine_similarity(g_tool, g_sum, dim=0))
     return {
         "device": device,
+        "rows": len(fields),  # trajectories in the gradient step (the shortest that fit the memory budget)
+        "of_rows": of_rows,
         "loss": float(total_loss.detach()),
         "grad_norm": norm,
         "tool_grad_norm": float(g_tool.norm()) if g_tool is not None else 0.0,
@@ -619,9 +650,13 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         _check(checks, "isolation", isolation["tool_unchanged"] and isolation["summary_changed"],
                "perturbing only R_sum leaves every tool-token advantage bit-identical and moves summary tokens")
     gradients = _gradients(model_dir, fields, adv, cfg, device)
-    _check(checks, "backward", math.isfinite(gradients["loss"]) and gradients["grad_norm"] > 0
-           and math.isfinite(gradients["grad_norm"]), f"loss {gradients['loss']:.6f}, grad norm "
-           f"{gradients['grad_norm']:.6f}")  # fmt: skip
+    if "not_run" in gradients:  # never a pass: the step was not taken
+        _check(checks, "backward", False, f"not run: {gradients['not_run']} (try --rehearse-rows)")
+    else:
+        _check(checks, "backward", math.isfinite(gradients["loss"]) and gradients["grad_norm"] > 0
+               and math.isfinite(gradients["grad_norm"]), f"loss {gradients['loss']:.6f}, grad norm "
+               f"{gradients['grad_norm']:.6f} on the {gradients['rows']} shortest of {gradients['of_rows']} "
+               "trajectories")  # fmt: skip
     if user_loop is not None:
         _user_loop_checks(checks, user_loop)
 
@@ -685,9 +720,12 @@ def format_report(report: Mapping[str, Any]) -> str:
                  f"summary {a['summary_nonzero_share']:.3f} of {a['summary_tokens']}")
     lines.append(f"  isolation (R_sum only): tool advantages unchanged={iso['tool_unchanged']} "
                  f"(max change {iso['max_tool_change']:.3g}), summary changed={iso['summary_changed']}")
-    cos = "n/a" if g["cosine_tool_summary"] is None else f"{g['cosine_tool_summary']:.4f}"
-    lines.append(f"  backward on {g['device']}: loss {g['loss']:.6f}, grad norm {g['grad_norm']:.6f}, "
-                 f"cos(tool grad, summary grad) {cos}")
+    if "not_run" in g:
+        lines.append(f"  backward on {g['device']}: NOT RUN — {g['not_run']}")
+    else:
+        cos = "n/a" if g["cosine_tool_summary"] is None else f"{g['cosine_tool_summary']:.4f}"
+        lines.append(f"  backward on {g['device']} ({g['rows']} shortest of {g['of_rows']} trajectories): loss "
+                     f"{g['loss']:.6f}, grad norm {g['grad_norm']:.6f}, cos(tool grad, summary grad) {cos}")
     user = report["user_loop"]
     if user["run"]:
         lines.append(f"  simulated-user loop ({user['simulator']} user, {len(user['rows'])} rows, "

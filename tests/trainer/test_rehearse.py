@@ -120,3 +120,19 @@ def test_scripts_perturb_exactly_one_thing() -> None:
     assert scripts["list_block"][0].startswith('<tool_call>\n[{"name": "f"')
     assert '"arguments": "{\\"a\\": 1}"' in scripts["string_arguments"][0]
     assert '"parameters": {"a": 1}' in scripts["parameters_key"][0]
+
+
+def test_the_gradient_step_takes_the_shortest_trajectories_that_fit_in_memory() -> None:
+    import torch
+
+    from trainer.rehearse import _ATTENTION_BUDGET_BYTES, _affordable_rows
+
+    def trajectory(prompt: int, response: int) -> dict:
+        return {"prompts": torch.zeros(prompt, dtype=torch.long), "responses": torch.zeros(response, dtype=torch.long)}
+
+    fields = [trajectory(9000, 1000), trajectory(100, 50), trajectory(200, 40), trajectory(5000, 10)]
+    chosen = _affordable_rows(fields, heads=4)
+    assert chosen == [1, 2, 3]  # shortest first; adding the 10k-token one would need 4 x 4 x 10k^2 x 4 B = 6.4 GB
+    width = 5000 + 50
+    assert len(chosen) * 4 * width * width * 4 <= _ATTENTION_BUDGET_BYTES
+    assert _affordable_rows([trajectory(60000, 10)], heads=4) == []  # reported as not run, never as passed
