@@ -255,7 +255,8 @@ def check_data(cfg: DictConfig) -> None:
     Raises:
         ConfigError: validation shares files with training; ``tara``/``slca_tara`` on rows without turn-level
             gold; a row's environment folder is missing; a gold step with more calls than
-            ``multi_turn.max_parallel_calls``.
+            ``multi_turn.max_parallel_calls``; a gold with more steps than ``multi_turn.max_user_turns`` (or
+            steps + 1 > ``max_assistant_turns``).
     """
     train, val = _files(cfg.data.train_files), _files(cfg.data.val_files)
     shared = {str(Path(p).resolve()) for p in train} & {str(Path(p).resolve()) for p in val}
@@ -286,6 +287,25 @@ def check_data(cfg: DictConfig) -> None:
             raise ConfigError(
                 f"a gold step of {path} has {widest} calls but multi_turn.max_parallel_calls={max_calls}: "
                 "the rollout could never execute it"
+            )
+        _check_turn_caps(cfg, path, [len(gt.gold_steps()) for gt in flat])
+
+
+def _check_turn_caps(cfg: DictConfig, path: str, steps_per_row: Sequence[int]) -> None:
+    """Refuse rows whose gold needs more turns than the rollout allows: verl ends the episode when a cap is reached,
+    so the last gold call is generated but never executed while the reward still counts it."""
+    multi_turn = cfg.actor_rollout_ref.rollout.multi_turn
+    caps = (("max_user_turns", 0), ("max_assistant_turns", 1))  # a tool turn per gold step; + the final reply
+    for key, extra in caps:
+        cap = int(multi_turn.get(key) or 0)
+        needed = [steps + extra for steps in steps_per_row]
+        over = sum(n > cap for n in needed)
+        if cap and over:
+            raise ConfigError(
+                f"{over} of {len(needed)} rows of {path} need up to {max(needed)} "
+                f"{'tool-response' if extra == 0 else 'assistant'} turns but multi_turn.{key}={cap}: the rollout "
+                f"would end before their last gold call; append actor_rollout_ref.rollout.multi_turn.{key}="
+                f"{max(needed)} (or drop those rows)"
             )
 
 

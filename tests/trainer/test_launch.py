@@ -129,3 +129,20 @@ def test_unknown_algo_and_bad_override() -> None:
 def test_launch_refuses_missing_data_before_starting_ray() -> None:
     with pytest.raises(ConfigError, match="data files not found"):
         launch(compose_config("slca", data="/nonexistent/train.parquet"), allow_heuristic_judge=True)
+
+
+def test_rows_longer_than_the_turn_caps_are_refused_with_the_override_to_use(tmp_path: Path) -> None:
+    from trainer.convert import read_rows
+
+    longest = max(len(r.reward_model.ground_truth.gold_steps()) for r in read_rows(DEFAULT_DATA))
+    assert longest >= 2
+    capped = f"actor_rollout_ref.rollout.multi_turn.max_user_turns={longest - 1}"
+    with pytest.raises(ConfigError, match=f"max_user_turns={longest - 1}: the rollout would end") as refused:
+        validate_training_config(compose_config("slca", overrides=[capped], run_dir=tmp_path / "a"))
+    assert f"multi_turn.max_user_turns={longest}" in str(refused.value)  # the override that fits
+    assistant = f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={longest}"  # no room for the final reply
+    with pytest.raises(ConfigError, match="max_assistant_turns"):
+        validate_training_config(compose_config("slca", overrides=[assistant], run_dir=tmp_path / "b"))
+    fits = [f"actor_rollout_ref.rollout.multi_turn.max_user_turns={longest}",
+            f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={longest + 1}"]  # fmt: skip
+    validate_training_config(compose_config("slca", overrides=fits, run_dir=tmp_path / "c"))
