@@ -203,7 +203,8 @@ def _next_commands(out: Path) -> list[str]:
         lines.append(f"gust export --from {out / 'gust'} --dry-run {out / 'hub'}")
     if (out / "verl" / "train.parquet").is_file():
         lines.append(
-            f"gust train --algo slca --data {out / 'verl' / 'train.parquet'} --dry-run    # needs the train extra"
+            f"gust train --algo tara --data {out / 'verl' / 'train.parquet'} --dry-run    # GUST's turn-level gold "
+            "(TARA; its turn caps fit long tasks); needs the train extra"
         )
     return lines
 

@@ -187,3 +187,17 @@ def test_garbage_input_fails_with_the_reason_and_no_traceback(tmp_path: Path) ->
     nothing = _gust("stage", "envgen", "--from", str(empty), "--out", str(tmp_path / "e"), "--direct")
     assert nothing.returncode == 1 and "produced nothing (no input items)" in nothing.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_the_printed_training_step_uses_tara_for_gust_rows(tmp_path: Path) -> None:
+    from flows.cli import _next_commands
+
+    env = tmp_path / "envs" / "shop-1"
+    env.mkdir(parents=True)
+    (env / "manifest.json").write_text("{}")
+    (env / "schemas.json").write_text('[{"name": "list_items", "parameters": {"type": "object"}}]')
+    (tmp_path / "verl").mkdir()
+    (tmp_path / "verl" / "train.parquet").write_bytes(b"")
+    train = [line for line in _next_commands(tmp_path) if line.startswith("gust train")]
+    # slca's paper caps (6 tool turns) refuse GUST rows with longer golds; tara's caps fit them
+    assert len(train) == 1 and "--algo tara" in train[0] and "--dry-run" in train[0]
