@@ -130,8 +130,8 @@ def _faker(locale: str) -> Any:
 class _Ctx:
     """One value request: the tokens of the field name and a Faker re-seeded from the caller's rng."""
 
-    def __init__(self, tokens: frozenset[str], rng: random.Random, index: int, ordered: tuple[str, ...] = ()) -> None:
-        self.tokens, self.rng, self.index, self.ordered = tokens, rng, index, ordered
+    def __init__(self, ordered: tuple[str, ...], rng: random.Random, index: int) -> None:
+        self.ordered, self.tokens, self.rng, self.index = ordered, frozenset(ordered), rng, index
         self._seed = rng.getrandbits(32)
 
     def fake(self, locale: str = "en_US") -> Any:
@@ -332,8 +332,7 @@ def typed_value(field: str, schema: Mapping[str, Any], rng: random.Random, *, in
         True
     """
     fmt = str(schema.get("format") or "")
-    ordered = tuple(field_tokens(field))
-    context = _Ctx(frozenset(ordered), rng, index, ordered)
+    context = _Ctx(tuple(field_tokens(field)), rng, index)
     if fmt in _FORMATS:
         return str(_FORMATS[fmt](context))
     for test, make in _RULES:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
@@ -145,10 +146,7 @@ def _record_words(record: Mapping[str, Any], keys: tuple[str, ...] | None) -> se
 def _selective_words(per_record: list[set[str]]) -> list[str]:
     """Words of the records that a search could find them by, the selective ones only: a word in at most half of
     the records ("Garcia" of "Garcia Item"), not one in every record ("Item"), which would filter nothing."""
-    counts: dict[str, int] = {}
-    for words in per_record:
-        for word in words:
-            counts[word] = counts.get(word, 0) + 1
+    counts = Counter(word for words in per_record for word in words)
     limit = max(1, len(per_record) // 2)
     for fits in (lambda n: n <= limit, lambda n: n < len(per_record), lambda n: True):
         words = sorted(w for w, n in counts.items() if fits(n))

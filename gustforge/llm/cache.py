@@ -84,8 +84,8 @@ class ResponseCache:
         self.close()
 
 
-def _read_entries(source: Path) -> list[tuple[str, str]]:
-    """Every (key, value) row of a cache file, read-only; InputError when `source` is not one."""
+def _query(source: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of `sql` on a cache file opened read-only; InputError when `source` is not a cache."""
     if not Path(source).is_file():
         raise InputError(f"{source}: no such cache file")
     try:
@@ -93,17 +93,16 @@ def _read_entries(source: Path) -> list[tuple[str, str]]:
     except sqlite3.Error as exc:
         raise InputError(f"{source}: cannot open ({exc})") from exc
     try:
-        rows = conn.execute("SELECT key, value FROM responses").fetchall()
+        return conn.execute(sql).fetchall()
     except sqlite3.DatabaseError as exc:  # not SQLite, or SQLite without our table
         raise InputError(f"{source}: not a gust LLM cache ({exc})") from exc
     finally:
         conn.close()
-    return [(str(key), str(value)) for key, value in rows]
 
 
 def cache_entries(path: Path) -> int:
     """Entries stored in the cache file `path` (read-only; InputError when it is not a cache)."""
-    return len(_read_entries(path))
+    return int(_query(path, "SELECT COUNT(*) FROM responses")[0][0])
 
 
 def merge_caches(target: Path, sources: Sequence[Path]) -> int:
@@ -115,7 +114,7 @@ def merge_caches(target: Path, sources: Sequence[Path]) -> int:
     Returns:
         Entries copied.
     """
-    rows = [row for source in sources for row in _read_entries(source)]
+    rows = [row for source in sources for row in _query(source, "SELECT key, value FROM responses")]
     with ResponseCache(target) as merged:
         for key, value in rows:
             merged.put(key, json.loads(value))
