@@ -57,7 +57,7 @@ SCHEMAS = _load_by_path("gust_sandbox_schemas", Path(__file__).parents[1] / "sch
 MAX_MESSAGE_CHARS = 2000
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
-UNPRIVILEGED_BASE = 100_000  # each worker gets uid/gid base + its pid: no two live workers share a uid
+PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 4, 38, 22, 2
 _COLLECTIONS = {
     "Counter": Counter,
     "OrderedDict": OrderedDict,
@@ -168,13 +168,39 @@ class _Sealed:
 
 
 def _copy(x: Any) -> Any:
-    """`copy.copy` without its protocol hooks' extra arguments."""
+    """`copy.copy` of plain data only: the copy protocol of anything else runs code of its choosing (a bound
+    method's `__reduce__` is `getattr(self, name)`)."""
+    _require_plain(x)
     return copy.copy(x)
 
 
 def _deepcopy(x: Any) -> Any:
-    """`copy.deepcopy` without `memo` (a test-supplied memo collects the originals it copied) or `_nil`."""
+    """`copy.deepcopy` of plain data only, without `memo` (a test-supplied memo collects the originals it copied)."""
+    _require_plain(x)
     return copy.deepcopy(x)
+
+
+_COPYABLE_ATOMS = frozenset(
+    {str, int, float, bool, bytes, complex, type(None), datetime.date, datetime.datetime, datetime.time,
+     datetime.timedelta, datetime.timezone}
+)  # fmt: skip
+_COPYABLE_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
+
+
+def _require_plain(value: Any) -> None:
+    """Raise `TypeError` unless `value` is JSON-like data (exact builtin containers and scalars, dates)."""
+    stack, seen = [value], 0
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind in _COPYABLE_ATOMS:
+            continue
+        if kind not in _COPYABLE_CONTAINERS:
+            raise TypeError(f"copy in the sandbox copies plain data only, not {kind.__name__}")
+        seen += 1
+        if seen > 1_000_000:
+            raise TypeError("copy in the sandbox: value too large or cyclic")
+        stack.extend(node.items() if kind is dict else node)
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
@@ -213,7 +239,10 @@ def _data_copy(value: Any) -> Any:
 
 
 def _namedtuple(typename: Any, field_names: Any, *, rename: bool = False, defaults: Any = None) -> Any:
-    """`namedtuple` with a fixed module (the real one walks `sys._getframe`, which the audit hook refuses)."""
+    """`namedtuple` with a fixed module (the real one walks `sys._getframe`, which the audit hook refuses) and a
+    plain typename: a dunder typename names the methods it generates after interpreter machinery."""
+    if type(typename) is not str or not typename.isidentifier() or typename.startswith("_"):
+        raise ValueError("namedtuple typename must be an identifier that does not start with an underscore")
     return namedtuple(typename, field_names, rename=rename, defaults=defaults, module="sandbox")
 
 
@@ -295,8 +324,8 @@ def _builtins(proxies: dict[str, ModuleProxy]) -> dict[str, Any]:
 
 
 def _compile(source: str, label: str, *, static_check: bool = True) -> types.CodeType:
-    if not static_check:
-        return compile(source, f"<{label}>", "exec", dont_inherit=True)
+    if not static_check:  # parsed by the policy's parser (its text compiles pass the audit hook), not checked
+        return compile(POLICY._parse(source), f"<{label}>", "exec", dont_inherit=True)
     tree, violations = POLICY.checked_tree(source)
     if violations or tree is None:
         raise Fault("violation", f"{label}: " + "; ".join(violations or ["source cannot be parsed"]))
@@ -684,7 +713,8 @@ REFUSED_EVENTS = (
     "sys.setprofile", "sys._getframe", "sys._current_frames", "sys._current_exceptions", "gc.get_objects",
     "gc.get_referrers", "gc.get_referents", "resource.prlimit", "code.__new__", "function.__new__",
     "cpython.run_command", "cpython.run_file", "cpython.run_module", "cpython.run_startup",
-    "cpython.remove_audit_hooks", "urllib.Request", "http.client.connect", "webbrowser.open",
+    "cpython.remove_audit_hooks", "urllib.Request", "http.client.connect", "webbrowser.open", "marshal.loads",
+    "marshal.load", "marshal.dumps", "pickle.find_class", "code.replace",
 )  # fmt: skip
 REFUSED_PREFIXES = (
     "os.", "socket.", "subprocess.", "ctypes.", "_ctypes.", "shutil.", "pty.", "fcntl.", "mmap.", "tempfile.",
@@ -711,13 +741,24 @@ def gust_audit_hook(event, args):
                 raise PermissionError("sandbox: setting " + name + " is not allowed")
     if event == "resource.setrlimit" and ({cpu!r}).__eq__(args[0]) is not True:
         raise PermissionError("sandbox: resource.setrlimit is not allowed")
+    if event == "compile" and args[0].__class__ in ("".__class__, b"".__class__):
+        # Text compiled after start-up (eval/exec/compile of a string) is refused. The worker itself compiles
+        # only trees it checked; the texts it parses are the policy check's, and namedtuple's `__new__` lambda.
+        if args[1].__eq__("<gust-policy-check>") is True:
+            return
+        text = args[0] if args[0].__class__ is "".__class__ else args[0].decode("latin-1")
+        if not text.startswith("lambda _cls, "):
+            raise PermissionError("sandbox: compiling text is not allowed")
+        for ch in text:
+            if ch not in {lambda_chars!r}:
+                raise PermissionError("sandbox: compiling text is not allowed")
 """
 
 
 def _audit_hook() -> Any:
     source = _HOOK_SOURCE.format(
         events=REFUSED_EVENTS, prefixes=REFUSED_PREFIXES, reads=REFUSED_READS, writes=REFUSED_WRITES,
-        cpu=resource.RLIMIT_CPU,
+        cpu=resource.RLIMIT_CPU, lambda_chars="".join(sorted(string.ascii_letters + string.digits + "_, ():")),
     )  # fmt: skip
     namespace: dict[str, Any] = {"__builtins__": {"PermissionError": PermissionError}}
     exec(compile(source, "<gust-audit-hook>", "exec", dont_inherit=True), namespace)
@@ -730,11 +771,13 @@ def _warm_up(validation: bool) -> None:
     jsonschema (a third of the start-up time) is only warmed for workers that will run generated tests.
     """
     import _strptime  # noqa: F401 - datetime.strptime imports it on first use
+    import ctypes  # noqa: F401 - for prctl (dumpable, seccomp) after the privilege drop
 
     datetime.datetime.strptime("2024-01-02", "%Y-%m-%d")
     for encoding in ("idna", "latin-1", "ascii", "utf-16", "utf-32", "cp1252", "punycode", "unicode_escape"):
         "x".encode(encoding).decode(encoding)
-    _deepcopy({"a": [namedtuple("T", "a", module="sandbox")(1)]})
+    copy.deepcopy({"a": [namedtuple("T", "a", module="sandbox")(1)]})
+    _deepcopy({"a": [1, (2.0, None)], "b": {3}, "c": datetime.date(2024, 1, 2)})
     if not validation:
         return
     import jsonschema
@@ -759,31 +802,78 @@ def _namespace_inode(kind: str) -> str:
         return ""
 
 
-def _drop_privileges() -> str:
-    """As root, become a uid/gid of this worker's own (it owns no file; no other worker shares it)."""
+def _drop_privileges(uid: Any) -> str:
+    """As root, become the uid/gid the parent allocated to this worker (it owns no file; no live worker shares it)."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return f"unprivileged (uid {os.getuid() if hasattr(os, 'getuid') else '?'})"
-    ident = UNPRIVILEGED_BASE + os.getpid()
+    if not isinstance(uid, int) or uid <= 0:
+        raise SystemExit("sandbox worker started as root without a uid to drop to")
     try:
         os.setgroups([])
-        os.setgid(ident)
-        os.setuid(ident)
+        os.setgid(uid)
+        os.setuid(uid)
     except OSError as exc:
         return f"root: could not drop privileges: {exc}"
     if os.getuid() == 0 or os.geteuid() == 0:  # pragma: no cover - setuid either works or raises
         return "root: could not drop privileges"
-    return f"dropped from root to uid/gid {ident}"
+    return f"dropped from root to uid/gid {uid}"
+
+
+def _prctl(option: int, *args: Any) -> int:
+    import ctypes  # imported by `_warm_up`, before the privilege drop (the interpreter's files may be root's)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.restype = ctypes.c_int
+    return int(libc.prctl(option, *args))
+
+
+def _load_seccomp(program_hex: str) -> str:
+    """Load the worker filter the parent compiled (raw BPF from libseccomp); it stacks on the wall filter."""
+    import ctypes
+
+    program = bytes.fromhex(program_hex)
+    if not program or len(program) % 8:
+        raise SystemExit("sandbox worker: malformed seccomp program")
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_char_p))
+    if _prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SystemExit(f"sandbox worker: no_new_privs refused (errno {ctypes.get_errno()})")
+    if _prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise SystemExit(f"sandbox worker: seccomp filter refused (errno {ctypes.get_errno()})")
+    return "worker filter loaded"
+
+
+def _close_gc() -> None:
+    """`gc.set_debug(DEBUG_SAVEALL)` would keep every collected cycle (frames of finished calls among them) in
+    `gc.garbage` for whoever reaches the gc module."""
+    import gc
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise PermissionError("sandbox: gc debugging is not allowed")
+
+    gc.set_debug(0)
+    gc.garbage.clear()
+    gc.set_debug = refused  # type: ignore[assignment]
 
 
 def _harden(settings: dict[str, Any]) -> dict[str, Any]:
     """The second layer; returns what it applied (the parent puts it in the env manifest)."""
     _warm_up(bool(settings.get("validation", True)))
-    facts = {"net_ns": _namespace_inode("net"), "pid_ns": _namespace_inode("pid")}
+    facts = {"net_ns": _namespace_inode("net"), "pid_ns": _namespace_inode("pid"), "mnt_ns": _namespace_inode("mnt")}
     limits = Limits(float(settings["cpu_seconds"]), int(settings["memory_mb"]), int(settings["cpu_cap"]))
-    layers = settings.get("layers") or {}  # every layer is on unless the parent's bench turns one off
-    facts["privileges"] = _drop_privileges() if layers.get("drop_privileges", True) else "not dropped (bench)"
+    layers = settings.get("layers") or {}  # every layer is on unless the parent's tests or bench turn one off
+    drop = layers.get("drop_privileges", True)
+    facts["privileges"] = _drop_privileges(settings.get("uid")) if drop else "not dropped (layer off)"
     facts["uid"] = os.getuid() if hasattr(os, "getuid") else -1
     facts["rlimits_hard_equal_soft"] = Limits.hard_equals_soft()
+    facts["non_dumpable"] = sys.platform.startswith("linux") and _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    program = settings.get("seccomp")
+    facts["seccomp"] = _load_seccomp(program) if isinstance(program, str) and program else "none"
+    _close_gc()
     facts["audit_hook"] = bool(layers.get("audit_hook", True))
     if facts["audit_hook"]:
         sys.addaudithook(_audit_hook())

@@ -29,7 +29,7 @@ def _parse(source: str) -> ast.Module:
     for attempt in range(_PARSE_ATTEMPTS):
         try:
             with _PARSE_LOCK, _no_gc():
-                return ast.parse(source, mode="exec")
+                return ast.parse(source, filename="<gust-policy-check>", mode="exec")
         except SystemError as exc:
             if "recursion depth mismatch" not in str(exc) or attempt == _PARSE_ATTEMPTS - 1:
                 raise

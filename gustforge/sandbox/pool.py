@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from gustforge.errors import SandboxError
-from gustforge.sandbox.worker import SandboxLimits, SandboxWorker, namespace_prefix
+from gustforge.sandbox.worker import SandboxLayers, SandboxLimits, SandboxWorker
 from gustforge.sandbox.zygote import Zygote
 
 __all__ = ["SandboxPool"]
@@ -35,9 +35,17 @@ class SandboxPool:
         size: Most workers alive at once (idle, lent or starting).
         limits: Limits of every worker.
         max_uses: A worker kept for one owner is recycled after this many loans anyway.
+        layers: Which walls are up (all by default; only tests and benchmarks turn one off).
     """
 
-    def __init__(self, size: int = 2, limits: SandboxLimits | None = None, *, max_uses: int = 50) -> None:
+    def __init__(
+        self,
+        size: int = 2,
+        limits: SandboxLimits | None = None,
+        *,
+        max_uses: int = 50,
+        layers: SandboxLayers | None = None,
+    ) -> None:
         if size < 1 or max_uses < 1:
             raise SandboxError("SandboxPool needs size >= 1 and max_uses >= 1")
         self.size = size
@@ -47,7 +55,7 @@ class SandboxPool:
         self._started = 0
         self._closed = False
         self._cond = threading.Condition()
-        self._zygote = Zygote(namespace_prefix()[0])
+        self._zygote = Zygote(layers)
 
     def warm(self) -> None:
         """Start every worker now instead of on first use."""

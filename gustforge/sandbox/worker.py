@@ -36,12 +36,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from data.models import TestReport
 from gustforge.errors import SandboxError, SandboxMemoryError, SandboxTimeout, SandboxViolation
 from gustforge.sandbox.check import check_source
-from gustforge.sandbox.zygote import Zygote
+from gustforge.sandbox.walls import KernelWalls, allocate_uid, require_walls, seccomp_filters, seccomp_pipe
+from gustforge.sandbox.zygote import Zygote, host_usage
 
 if TYPE_CHECKING:
     from gustforge.sandbox.testing import VariantRun
 
-__all__ = ["SandboxLimits", "SandboxWorker", "CHILD_SCRIPT", "MAX_RESPONSE_BYTES", "MAX_DEPTH", "namespace_prefix"]
+__all__ = [
+    "SandboxLimits",
+    "SandboxWorker",
+    "SandboxLayers",
+    "CHILD_SCRIPT",
+    "MAX_RESPONSE_BYTES",
+    "MAX_DEPTH",
+    "namespace_prefix",
+    "worker_command",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +61,8 @@ MAX_DEPTH = 66  # the child refuses results nested deeper than 64 (+2 for the re
 STDERR_LINES = 40
 STDERR_LINE_CHARS = 1000
 START_SECONDS = 60.0  # the child imports and warms jsonschema before greeting; slow on a loaded machine
+POLL_SECONDS = 0.1  # how often the parent measures a busy worker's CPU time and memory
+CPU_SLACK_SECONDS = 0.25  # the parent's measurement is in clock ticks and polled: allow a little over the limit
 # The child writes raw UTF-8 (ensure_ascii=False), so it never escapes a surrogate; an escaped one would decode to
 # a string that cannot be printed or encoded (a lone surrogate) and crash whoever prints the result.
 _SURROGATE_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -97,6 +109,19 @@ class SandboxLimits(BaseModel):
     )
 
 
+class SandboxLayers(BaseModel):
+    """Which walls are up. Everything is on by default; only the red-team tests (proving each wall holds on its
+    own, and that the tests notice when it is gone) and the benchmark's baselines turn one off."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kernel_walls: bool = True  # bubblewrap namespaces + read-only minimal root + the wall seccomp filter
+    worker_seccomp: bool = True  # the stricter filter each worker loads once hardened
+    parent_limits: bool = True  # CPU and memory measured and enforced from the parent
+    drop_privileges: bool = True
+    audit_hook: bool = True
+
+
 class _State(BaseModel):
     """What the worker must re-create after a restart."""
 
@@ -135,8 +160,11 @@ class SandboxWorker:
         static_check: bool = True,
         validation: bool = True,
         zygote: Zygote | None = None,
+        layers: SandboxLayers | None = None,
     ) -> None:
         self.limits = limits or SandboxLimits()
+        self.layers = layers or (zygote.layers if zygote is not None else SandboxLayers())
+        self.walls = zygote.walls if zygote is not None else (require_walls() if self.layers.kernel_walls else None)
         self.seed = seed
         self.restarts = 0
         self.isolation: dict[str, str] = {}
@@ -150,6 +178,10 @@ class SandboxWorker:
         self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
         self._state: _State | None = None
         self._closed = False
+        self._host_pid: int | None = None
+        self._launch: tuple[dict[str, Any], int | None] = ({}, None)  # settings and seccomp fd of the next start
+        self._request_cpu: float | None = None  # the worker's CPU time when the request in flight was sent
+        self._reply_cpu: float | None = None  # ... and when the previous request was sent
         with self._lock:
             self._start()
 
@@ -326,24 +358,44 @@ class SandboxWorker:
 
     # ---- process management -----------------------------------------------------------------------------------
     def _settings(self) -> dict[str, Any]:
-        return {
+        settings: dict[str, Any] = {
             "cpu_seconds": self.limits.cpu_seconds,
             "memory_mb": self.limits.memory_mb,
             "cpu_cap": self.limits.cpu_cap_seconds,
             "static_check": self._static_check,
             "validation": self._validation,
+            "layers": {"drop_privileges": self.layers.drop_privileges, "audit_hook": self.layers.audit_hook},
         }
-
-    def _command(self) -> list[str]:
-        prefix, _ = namespace_prefix()
-        return [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), json.dumps(self._settings())]
+        if self.layers.worker_seccomp and (program := _worker_filter()):
+            settings["seccomp"] = program
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            settings["uid"] = allocate_uid()
+        return settings
 
     def _start(self) -> None:
+        settings = self._settings()
         if self._zygote is not None:
-            self._proc = self._zygote.spawn(self._settings())  # type: ignore[assignment]
+            self._proc = self._zygote.spawn(settings)  # type: ignore[assignment]
         else:
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
-            self._proc = subprocess.Popen(
+            self._proc = self._popen(settings)
+        self._buffer = bytearray()
+        self._stderr.clear()
+        self._host_pid, self._request_cpu, self._reply_cpu = None, None, None
+        threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
+        hello = self._read_message(max(START_SECONDS, self.limits.wall_seconds), expect_id=None)
+        facts = hello.get("hello") if isinstance(hello, dict) else None
+        if not isinstance(facts, dict):
+            self._kill()
+            raise SandboxError("sandbox worker did not greet with its isolation report")
+        self.isolation = _isolation_report(facts, static_check=self._static_check, walls=self.walls,
+                                           layers=self.layers, uid=settings.get("uid"))  # fmt: skip
+
+    def _popen(self, settings: dict[str, Any]) -> subprocess.Popen[bytes]:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
+        behind_walls = self.walls is not None and self.walls.available
+        with seccomp_pipe(seccomp_filters().wall if behind_walls else b"\0" * 8) as fd:
+            self._launch = (settings, fd if behind_walls else None)
+            return subprocess.Popen(
                 self._command(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -351,17 +403,13 @@ class SandboxWorker:
                 env=env,
                 cwd="/",
                 close_fds=True,
+                pass_fds=(fd,) if behind_walls else (),
                 start_new_session=True,
             )
-        self._buffer = bytearray()
-        self._stderr.clear()
-        threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
-        hello = self._read_message(max(START_SECONDS, self.limits.wall_seconds), expect_id=None)
-        facts = hello.get("hello") if isinstance(hello, dict) else None
-        if not isinstance(facts, dict):
-            self._kill()
-            raise SandboxError("sandbox worker did not greet with its isolation report")
-        self.isolation = _isolation_report(facts, static_check=self._static_check)
+
+    def _command(self) -> list[str]:
+        settings, seccomp_fd = self._launch
+        return worker_command(self.walls, settings, seccomp_fd)
 
     def _drain_stderr(self, proc: subprocess.Popen[bytes]) -> None:
         """Keep the last few stderr lines, each clipped: the child may write without end or without newlines.
@@ -433,12 +481,16 @@ class SandboxWorker:
             request = json.dumps({**payload, "id": self._next_id}).encode("utf-8") + b"\n"
         except (TypeError, ValueError, RecursionError) as exc:
             raise SandboxError(f"request cannot be sent to the sandbox: {type(exc).__name__}: {exc}") from None
+        self._begin_request()
         try:
             proc.stdin.write(request)
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
-        response = self._read_message(wall, expect_id=self._next_id)
+        try:
+            response = self._read_message(wall, expect_id=self._next_id)
+        finally:
+            self._end_request()
         if response.get("ok") is True:
             return response.get("result")
         kind = str(response.get("fault", "error"))
@@ -478,10 +530,11 @@ class SandboxWorker:
             if remaining <= 0:
                 self._kill()
                 raise SandboxTimeout(f"wall-clock limit of {wall:g}s exceeded")
-            ready, _, _ = select.select([fd], [], [], min(remaining, 0.25))
+            ready, _, _ = select.select([fd], [], [], min(remaining, POLL_SECONDS))
             if not ready:
                 if self._proc is not None and self._proc.poll() is not None:  # dead, but a grandchild holds the pipe
                     raise self._died()
+                self._enforce_limits()
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
@@ -493,6 +546,46 @@ class SandboxWorker:
         line = bytes(buffer[:end])
         del buffer[: end + 1]
         return line
+
+    # ---- limits enforced from this side --------------------------------------------------------------------
+    def _usage(self) -> tuple[float, int] | None:
+        """(CPU seconds, resident bytes) of the worker process, read from the host's /proc."""
+        if not self.layers.parent_limits or self._proc is None:
+            return None
+        if self._host_pid is None:
+            proc = self._proc
+            self._host_pid = proc.host_pid() if hasattr(proc, "host_pid") else self.pid
+        return host_usage(self._host_pid) if self._host_pid else None
+
+    def _begin_request(self) -> None:
+        """Note the worker's CPU time; one that used more than a request's allowance since the previous request
+        began kept computing after its reply (only a hostile worker does that) and is killed."""
+        usage = self._usage()
+        previous, self._request_cpu = self._reply_cpu, usage[0] if usage else None
+        self._reply_cpu = self._request_cpu
+        allowance = self.limits.cpu_seconds + 2 * CPU_SLACK_SECONDS
+        if usage and previous is not None and usage[0] - previous > allowance:
+            self._kill()
+            raise SandboxTimeout(f"CPU limit of {self.limits.cpu_seconds:g}s exceeded between requests "
+                                 "(measured by the parent)")  # fmt: skip
+
+    def _end_request(self) -> None:
+        self._request_cpu = None
+
+    def _enforce_limits(self) -> None:
+        """Kill a worker past its CPU or memory limit, whatever it did to its own rlimits and signal handlers."""
+        if self._request_cpu is None:
+            return
+        usage = self._usage()
+        if usage is None:
+            return
+        cpu, rss = usage
+        if cpu - self._request_cpu > self.limits.cpu_seconds + CPU_SLACK_SECONDS:
+            self._kill()
+            raise SandboxTimeout(f"CPU limit of {self.limits.cpu_seconds:g}s exceeded (measured by the parent)")
+        if rss > self.limits.memory_mb * 1024 * 1024:
+            self._kill()
+            raise SandboxMemoryError(f"memory limit of {self.limits.memory_mb} MB exceeded (measured by the parent)")
 
     def _died(self) -> SandboxError:
         proc = self._proc
@@ -550,20 +643,64 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def _isolation_report(facts: dict[str, Any], *, static_check: bool) -> dict[str, str]:
+def _worker_filter() -> str:
+    """The worker filter as hex, '' where libseccomp is missing (weak mode)."""
+    try:
+        return seccomp_filters().worker.hex()
+    except (OSError, ImportError, ValueError):
+        return ""
+
+
+def worker_command(walls: KernelWalls | None, settings: dict[str, Any], seccomp_fd: int | None) -> list[str]:
+    """The command that starts `child.py` with `settings`: behind the kernel walls, or (weak mode, or a layer
+    turned off by a test) in the network and PID namespaces `unshare` gives where permitted."""
+    if walls is not None and walls.available:
+        wall = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        return [*walls.prefix, *wall, walls.interpreter, "-S", "-s", "-B", walls.child_script, json.dumps(settings)]
+    prefix, _ = namespace_prefix()
+    return [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), json.dumps(settings)]
+
+
+def _isolation_report(
+    facts: dict[str, Any],
+    *,
+    static_check: bool,
+    walls: KernelWalls | None,
+    layers: SandboxLayers,
+    uid: int | None,
+) -> dict[str, str]:
     """What the child says it applied, checked against this process (namespaces are compared, not assumed)."""
     _, namespaces = namespace_prefix()
-    own_net = _own_namespace("net")
-    net = bool(facts.get("net_ns")) and bool(own_net) and facts.get("net_ns") != own_net
-    pid = bool(facts.get("pid_ns")) and facts.get("pid_ns") != _own_namespace("pid")
+    behind_walls = walls is not None and walls.available
+    fallback = walls.reason if walls is not None else "kernel walls off (layer test)"
+    shared = f"shared ({namespaces})" if not behind_walls else "shared"
+
+    def new(kind: str) -> bool:
+        theirs, ours = facts.get(f"{kind}_ns"), _own_namespace(kind)
+        return bool(theirs) and bool(ours) and theirs != ours
+
+    privileges = str(facts.get("privileges", "unknown"))[:200]
+    if uid is not None and facts.get("uid") != uid and layers.drop_privileges:
+        privileges = f"root: the worker did not switch to its uid {uid} ({privileges})"
     return {
         "platform": sys.platform,
         "static_policy": "on" if static_check else "off (red-team test)",
         "audit_hook": "installed" if facts.get("audit_hook") is True else "missing",
-        "privileges": str(facts.get("privileges", "unknown"))[:200],
+        "privileges": privileges,
         "hard_rlimits": "lowered to soft" if facts.get("rlimits_hard_equal_soft") is True else "not all lowered",
-        "network_namespace": "new" if net else f"shared ({namespaces})",
-        "pid_namespace": "new" if pid else f"shared ({namespaces})",
+        "kernel_walls": walls.reason if behind_walls else f"off: {fallback}",
+        "user_namespace": "new"
+        if behind_walls and walls.user_namespace
+        else "host (uid per worker)"
+        if uid
+        else "host",
+        "mount_namespace": "new, read-only minimal root" if behind_walls and new("mnt") else shared,
+        "network_namespace": "new" if new("net") else shared,
+        "pid_namespace": "new" if new("pid") else shared,
+        "ipc_namespace": "new" if behind_walls else shared,
+        "seccomp": ("wall filter + " if behind_walls else "") + str(facts.get("seccomp", "none")),
+        "parent_limits": "CPU and memory enforced by the parent" if layers.parent_limits else "off (layer test)",
+        "dumpable": "no" if facts.get("non_dumpable") is True else "yes",
     }
 
 

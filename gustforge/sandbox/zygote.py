@@ -15,14 +15,20 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from gustforge.errors import SandboxError
+from gustforge.sandbox.walls import KernelWalls, require_walls, seccomp_filters, seccomp_pipe
 
-__all__ = ["Zygote"]
+if TYPE_CHECKING:
+    from gustforge.sandbox.worker import SandboxLayers
+
+__all__ = ["Zygote", "host_usage"]
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 _REPLY_SECONDS = 60.0  # a fork or a status query; generous for a loaded machine
 
@@ -64,6 +70,10 @@ class ZygoteProcess:
     def kill(self) -> None:
         self.zygote.kill(self.pid, self.generation)
 
+    def host_pid(self) -> int | None:
+        """This worker's pid on the host (the parent measures its CPU and memory there)."""
+        return self.zygote.host_pid(self.pid, self.generation)
+
     kill_group = kill
 
 
@@ -71,11 +81,17 @@ class Zygote:
     """One zygote process, started on first use and restarted if it dies. Thread-safe.
 
     Args:
-        prefix: Command prefix (the namespaces), as for a worker.
+        layers: The walls of every worker it forks (the kernel walls wrap the zygote itself).
     """
 
-    def __init__(self, prefix: tuple[str, ...] = ()) -> None:
-        self.prefix = prefix
+    def __init__(self, layers: SandboxLayers | None = None) -> None:
+        from gustforge.sandbox.worker import SandboxLayers, namespace_prefix  # local: worker imports this module
+
+        self.layers = layers or SandboxLayers()
+        self.walls: KernelWalls | None = require_walls() if self.layers.kernel_walls else None
+        behind_walls = self.walls is not None and self.walls.available
+        self.prefix = () if behind_walls else namespace_prefix()[0]
+        self._host_zygote: int | None = None
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
@@ -116,11 +132,26 @@ class Zygote:
         with self._lock:
             if self._running() and generation == self._generation:
                 self._call({"op": "kill", "pid": pid})
-            elif not self.prefix and generation == self._generation:  # no PID namespace: pids are host pids
+            elif not self._pid_namespace() and generation == self._generation:  # pids are host pids
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+
+    def host_pid(self, pid: int, generation: int) -> int | None:
+        """The host pid of worker `pid` (a pid in the zygote's namespace), None once it is gone."""
+        zygote = self._host_zygote
+        if generation != self._generation or zygote is None:
+            return None
+        if not self._pid_namespace():
+            return pid
+        for child in _children(zygote):
+            if _namespace_pid(child) == pid:
+                return child
+        return None
+
+    def _pid_namespace(self) -> bool:
+        return bool(self.prefix) or (self.walls is not None and self.walls.available)
 
     def close(self) -> None:
         """Stop the zygote; with PID namespaces every worker it forked dies with it."""
@@ -139,22 +170,24 @@ class Zygote:
             return
         self._stop()
         self._generation += 1
-        from gustforge.sandbox.worker import CHILD_SCRIPT  # local: worker imports this module
+        from gustforge.sandbox.worker import worker_command  # local: worker imports this module
 
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        settings = json.dumps({"zygote_fd": child.fileno()})
+        settings = {"zygote_fd": child.fileno()}
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
+        behind_walls = self.walls is not None and self.walls.available
         try:
-            self._proc = subprocess.Popen(
-                [*self.prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), settings],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                cwd="/",
-                pass_fds=(child.fileno(),),
-                start_new_session=True,
-            )
+            with seccomp_pipe(seccomp_filters().wall if behind_walls else b"\0" * 8) as fd:
+                self._proc = subprocess.Popen(
+                    worker_command(self.walls, settings, fd if behind_walls else None),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                    cwd="/",
+                    pass_fds=(child.fileno(), fd) if behind_walls else (child.fileno(),),
+                    start_new_session=True,
+                )
         finally:
             child.close()
         self._sock = parent
@@ -167,6 +200,7 @@ class Zygote:
         if not ready.get("ready"):
             self._stop()
             raise SandboxError("sandbox zygote did not start")
+        self._host_zygote = _leaf(self._proc.pid)
 
     def _call(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
         sock = self._sock
@@ -195,3 +229,38 @@ class Zygote:
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _leaf(pid: int) -> int:
+    """Follow single children down (bubblewrap -> its PID-namespace init -> the interpreter)."""
+    while len(children := _children(pid)) == 1:
+        pid = children[0]
+    return pid
+
+
+def _namespace_pid(pid: int) -> int | None:
+    """`pid`'s pid in its innermost PID namespace (the last `NSpid` field)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def host_usage(pid: int) -> tuple[float, int] | None:
+    """(CPU seconds, resident bytes) of host process `pid` from /proc, None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS, int(fields[21]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return None

@@ -12,7 +12,6 @@ import pytest
 
 from gustforge.errors import SandboxMemoryError, SandboxTimeout
 from gustforge.sandbox import SandboxLimits, SandboxWorker
-from gustforge.sandbox.worker import namespace_prefix
 from gustforge.sandbox.zygote import Zygote
 from tests.gustforge.redteam_payloads import LAYER2
 
@@ -22,7 +21,7 @@ OK = "def ok(db):\n    return {'status': 'success', 'message': 'ok'}\n"
 
 @pytest.fixture()
 def zygote():
-    z = Zygote(namespace_prefix()[0])
+    z = Zygote()
     try:
         yield z
     finally:
