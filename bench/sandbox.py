@@ -2,8 +2,9 @@
 
 Figures (seconds, reported as ms): worker start to first reply, session start (fresh and pooled worker), tool call
 latency through the worker and through a validated session, `run_tests`, `db_hash`. The layer table compares, in
-this same process, a worker with only the static policy (no namespaces, no privilege drop, no audit hook) against
-adding each second-layer wall in turn, and all of them together (the default).
+this same process, a worker with only the static policy (no kernel walls, seccomp, parent-side limits, privilege
+drop or audit hook) against adding each wall in turn, and all of them together (the default). A fresh environment's
+worker is `session_start_pooled_new_env_fresh_fork` (what builds, replay and training use).
 
 Run: `.venv/bin/python bench/sandbox.py [--calls 500] [--starts 10]`; prints one JSON object.
 """
@@ -24,35 +25,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envgen.runtime import Environment  # noqa: E402
 from gustforge.sandbox import SandboxPool, SandboxWorker  # noqa: E402
-from gustforge.sandbox.worker import CHILD_SCRIPT, namespace_prefix  # noqa: E402
+from gustforge.sandbox.walls import kernel_walls  # noqa: E402
+from gustforge.sandbox.worker import SandboxLayers  # noqa: E402
 
 __all__ = ["main"]
 
 TINY = Path(__file__).resolve().parents[1] / "tests" / "envgen" / "fixtures" / "tiny_env"
 
 
-class _LayeredWorker(SandboxWorker):
-    """A worker with chosen second-layer walls (bench only; the project always runs every wall)."""
-
-    def __init__(self, *, namespaces: bool, drop_privileges: bool, audit_hook: bool) -> None:
-        self._layers = {"drop_privileges": drop_privileges, "audit_hook": audit_hook}
-        self._namespaces = namespaces
-        super().__init__(validation=False)
-
-    def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "layers": self._layers}
-
-    def _command(self) -> list[str]:
-        prefix = namespace_prefix()[0] if self._namespaces else ()
-        return [*prefix, sys.executable, "-s", "-P", "-B", str(CHILD_SCRIPT), json.dumps(self._settings())]
-
-
-_LAYERS: dict[str, dict[str, bool]] = {
-    "static_policy_only": {"namespaces": False, "drop_privileges": False, "audit_hook": False},
-    "+audit_hook": {"namespaces": False, "drop_privileges": False, "audit_hook": True},
-    "+drop_privileges": {"namespaces": False, "drop_privileges": True, "audit_hook": False},
-    "+namespaces": {"namespaces": True, "drop_privileges": False, "audit_hook": False},
-    "all_layers": {"namespaces": True, "drop_privileges": True, "audit_hook": True},
+_OFF = {"kernel_walls": False, "worker_seccomp": False, "parent_limits": False, "drop_privileges": False,
+        "audit_hook": False}  # fmt: skip
+_LAYERS: dict[str, SandboxLayers] = {
+    "static_policy_only": SandboxLayers(**_OFF),
+    "+audit_hook": SandboxLayers(**{**_OFF, "audit_hook": True}),
+    "+drop_privileges": SandboxLayers(**{**_OFF, "drop_privileges": True}),
+    "+worker_seccomp": SandboxLayers(**{**_OFF, "worker_seccomp": True}),
+    "+parent_limits": SandboxLayers(**{**_OFF, "parent_limits": True}),
+    "+kernel_walls": SandboxLayers(**{**_OFF, "kernel_walls": True}),
+    "all_walls": SandboxLayers(),
 }
 
 
@@ -80,12 +70,12 @@ def _layer_costs(env: Environment, starts: int, calls: int) -> dict[str, Any]:
     args = {"order_id": "ORD-1001"}
     for name, layers in _LAYERS.items():
 
-        def start_worker(layers: dict[str, bool] = layers) -> None:
-            with _LayeredWorker(**layers) as worker:
+        def start_worker(layers: SandboxLayers = layers) -> None:
+            with SandboxWorker(validation=False, layers=layers) as worker:
                 worker.ping()
 
         start = _summary(_timed(start_worker, starts))
-        with _LayeredWorker(**layers) as worker:
+        with SandboxWorker(validation=False, layers=layers) as worker:
             worker.load(env.tools_source, env.initial_db)
             call = _summary(_timed(lambda worker=worker: worker.call("get_order", args), calls))
             isolation = worker.isolation
@@ -109,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
         with SandboxWorker(validation=validation) as worker:
             worker.ping()
 
-    results: dict[str, object] = {"namespaces": namespace_prefix()[1]}
+    results: dict[str, object] = {"kernel_walls": kernel_walls().reason}
     results["worker_start_to_first_reply"] = _summary(_timed(lambda: start_worker(False), opts.starts))
     results["test_worker_start_to_first_reply"] = _summary(_timed(lambda: start_worker(True), opts.starts))
     results["session_start_fresh_worker"] = _summary(_timed(lambda: env.session().close(), opts.starts))

@@ -37,6 +37,9 @@ class EnvArtifacts(StrictModel):
         return self.manifest.env_id
 
 
+ENVS_DIR_MODE = 0o750
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -69,8 +72,11 @@ def write_env_dir(envs_dir: Path, artifacts: EnvArtifacts) -> Path:
     """
     final = env_dir(envs_dir, artifacts.env_id)
     final.parent.mkdir(parents=True, exist_ok=True)
+    # Environments are untrusted code and data: the folder holding them is the owner's and group's only (a run
+    # folder may be shared with a team or containers, not with every user on the host); exports stay 0644.
+    final.parent.chmod(ENVS_DIR_MODE)
     tmp = Path(tempfile.mkdtemp(prefix=f".{artifacts.env_id}.", suffix=".tmp", dir=final.parent))
-    tmp.chmod(0o755)  # mkdtemp makes 0700: run folders are shared with other users and containers
+    tmp.chmod(ENVS_DIR_MODE)
     try:
         for name, text in _contents(artifacts).items():
             (tmp / name).write_text(text, encoding="utf-8")

@@ -2,6 +2,7 @@
 # README Quickstart command 1: install the data pipeline (no torch) and build the bundled sample offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/sandbox-deps.sh
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/pip install -q -c constraints.txt -e .

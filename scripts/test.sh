@@ -3,6 +3,7 @@
 # Skip the slow suites locally with: bash scripts/test.sh -m "not slow"
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/sandbox-deps.sh
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/pip install -q torch==2.13.0

@@ -338,8 +338,25 @@ def _node_violations(node: ast.AST) -> list[str]:
     if isinstance(node, ast.ClassDef) and node.keywords:
         return [f"class {node.name!r}: keywords (metaclass) are not allowed"]
     if isinstance(node, ast.MatchClass):  # `case C(attr=x)` reads `subject.attr`: the same rules as `x.attr`
-        return [f"{m} (in a class pattern)" for a in node.kwd_attrs for m in _attribute_name_violations(a)]
+        found = [f"{m} (in a class pattern)" for a in node.kwd_attrs for m in _attribute_name_violations(a)]
+        return found + _positional_pattern_violations(node)
     return [_name_message(name) for name in _identifiers(node) if _bad_name(name)]
+
+
+# Builtins whose single positional class pattern matches the subject itself (`case int(n)`); any other positional
+# sub-pattern reads the attributes a class names in `__match_args__`, which the check cannot see.
+SELF_MATCHING_CLASSES = frozenset(
+    {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str", "tuple"}
+)
+
+
+def _positional_pattern_violations(node: ast.MatchClass) -> list[str]:
+    if not node.patterns:
+        return []
+    if isinstance(node.cls, ast.Name) and node.cls.id in SELF_MATCHING_CLASSES and len(node.patterns) == 1:
+        return []
+    return ["positional sub-patterns in a class pattern are not allowed (they read attributes named by "
+            "__match_args__; use keyword sub-patterns)"]  # fmt: skip
 
 
 def _import_violations(module: str, name: str | None) -> list[str]:

@@ -309,3 +309,100 @@ def test_walls_are_reported() -> None:
     assert report["seccomp"] == "wall filter + worker filter loaded"
     assert report["parent_limits"].startswith("CPU and memory enforced")
     assert report["dumpable"] == "no"
+
+
+# ---- the in-process gadgets (closed although the kernel walls would hold behind them) ---------------------------
+GADGETS = {
+    "copy_of_a_bound_method": (
+        "import copy\nclass Box:\n    def keys(self):\n        return []\n"
+        "def attack(db):\n    return {'status': 'success', 'message': str(copy.copy(Box().keys))}\n",
+        "copies plain data only",
+    ),
+    "deepcopy_of_a_class": (
+        "import copy\nclass Box:\n    pass\n"
+        "def attack(db):\n    return {'status': 'success', 'message': str(copy.deepcopy([Box]))}\n",
+        "copies plain data only",
+    ),
+    "dunder_namedtuple_typename": (
+        "from collections import namedtuple\n"
+        "def attack(db):\n    T = namedtuple('__globals__', 'a')\n    return {'status': 'success', 'message': str(T)}\n",
+        "typename must be an identifier",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GADGETS))
+def test_copy_and_namedtuple_gadgets_are_refused(name: str) -> None:
+    source, refusal = GADGETS[name]
+    with SandboxWorker(LIMITS) as worker:
+        worker.load(source, {})
+        out = worker.call("attack", {})
+    assert out["status"] == "error" and refusal in out["message"], out
+
+
+def test_positional_class_patterns_are_refused() -> None:
+    from gustforge.sandbox import check_source
+    from gustforge.errors import SandboxViolation
+
+    with pytest.raises(SandboxViolation, match="positional sub-patterns"):
+        check_source("def attack(db):\n    match db:\n        case object(x):\n            return x\n")
+    check_source("def f(v):\n    match v:\n        case int(n):\n            return n\n        case dict(d):\n"
+                 "            return d\n")  # fmt: skip
+
+
+HOOK_PROBE = _real(
+    "for step in (lambda: B['__import__']('marshal').loads(b'\\xe3'), lambda: B['eval']('6 * 7'),\n"
+    "             lambda: B['exec']('x = 6 * 7'), lambda: B['compile']('6 * 7', '<s>', 'eval'),\n"
+    "             lambda: B['__import__']('gc').set_debug(32)):\n"
+    "    try:\n        found.append(repr(step()))\n"
+    "    except B['BaseException'] as exc:\n        found.append(str(exc))\n"
+)
+
+
+def test_audit_hook_refuses_marshal_text_compilation_and_gc_debugging() -> None:
+    with SandboxWorker(LIMITS, static_check=False) as worker:
+        worker.load(HOOK_PROBE, {})
+        message = worker.call("attack", {})["message"]
+    for refusal in ("marshal.loads is not allowed", "compiling text is not allowed", "gc debugging is not allowed"):
+        assert refusal in message, message
+    assert "42" not in message
+
+
+def test_audit_hook_removed_is_noticed() -> None:
+    with SandboxWorker(LIMITS, static_check=False, layers=SandboxLayers(audit_hook=False)) as worker:
+        worker.load(HOOK_PROBE, {})
+        message = worker.call("attack", {})["message"]
+    assert "42" in message  # eval ran: without the hook nothing in the process refuses it
+
+
+# ---- a host without the walls ---------------------------------------------------------------------------------
+_NO_WALLS_SCRIPT = """
+import json
+from gustforge.errors import SandboxError
+from gustforge.sandbox import SandboxWorker
+try:
+    with SandboxWorker() as worker:
+        worker.load("def ok(db):\\n    return {'status': 'success', 'message': 'ran'}\\n", {})
+        print(json.dumps({"ran": worker.call("ok", {})["message"], "walls": worker.isolation["kernel_walls"]}))
+except SandboxError as exc:
+    print(json.dumps({"refused": str(exc)}))
+"""
+
+
+@pytest.mark.parametrize("opt_in", [False, True])
+def test_untrusted_code_is_refused_without_the_walls_unless_opted_in(opt_in: bool) -> None:
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {"PATH": "/nonexistent", "PYTHONPATH": str(repo), "HOME": os.environ.get("HOME", "/root")}
+    if opt_in:
+        env["GUST_SANDBOX_ALLOW_WEAK"] = "1"
+    proc = subprocess.run([sys.executable, "-c", _NO_WALLS_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=str(repo))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    if opt_in:
+        assert report["ran"] == "ran" and report["walls"].startswith("off: bubblewrap (bwrap) is not installed")
+    else:
+        assert "bubblewrap" in report["refused"] and "GUST_SANDBOX_ALLOW_WEAK=1" in report["refused"]
