@@ -341,8 +341,8 @@ def test_copy_and_namedtuple_gadgets_are_refused(name: str) -> None:
 
 
 def test_positional_class_patterns_are_refused() -> None:
-    from gustforge.sandbox import check_source
     from gustforge.errors import SandboxViolation
+    from gustforge.sandbox import check_source
 
     with pytest.raises(SandboxViolation, match="positional sub-patterns"):
         check_source("def attack(db):\n    match db:\n        case object(x):\n            return x\n")
