@@ -432,6 +432,8 @@ class Sandbox(_Sealed):
         self.schemas_json = "{}"
         self.parameters: dict[str, Any] = {}
         self._compiled: dict[tuple[str, str], types.CodeType] = {}  # the last few modules checked and compiled
+        self.remote: RemoteTools | None = None  # a harness worker: the tools run in another process
+        self.remote_tools: list[str] = []
 
     def load(self, source: str, db: dict[str, Any], seed: int, parameters: dict[str, Any] | None = None) -> list[str]:
         self.unload()
@@ -458,6 +460,25 @@ class Sandbox(_Sealed):
     def unload(self) -> None:
         self.tools_code, self.db, self.tools, self.tests, self.schemas = None, {}, {}, {}, {}
         self.parameters, self.extensions, self.schemas_json = {}, [], "{}"
+        self.remote, self.remote_tools = None, []
+
+    def backend(self) -> Any:
+        """Where a test's tool calls go: the tools in this process, or (a harness worker) in the tools worker."""
+        return self.remote if self.remote is not None else LocalTools(self)
+
+    def tool_names(self) -> list[str]:
+        return list(self.remote_tools) if self.remote is not None else list(self.tools)
+
+    def load_harness(self, source: str, schemas: dict[str, Any], tools: Any, seed: int, ask: Any) -> list[str]:
+        """Become a test harness: load a tests module whose `env` calls the tools loaded in another worker (the
+        parent relays each call). The verdict is kept here, where the tools' code never runs."""
+        self.unload()
+        if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+            raise Fault("error", "load_harness needs the tools worker's function names")
+        self.seed = int(seed)
+        names = self.load_tests(source, schemas)
+        self.remote, self.remote_tools = RemoteTools(ask), list(tools)
+        return names
 
     def extend(self, source: str) -> list[str]:
         """Exec `source` into the tools module after it, now and on every reset; it passes the same check."""
@@ -539,8 +560,8 @@ class Sandbox(_Sealed):
         redirect = dict(redirect or {})
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in redirect.items()):
             raise Fault("error", "redirect must map tool names to function names")
-        self.reset()
-        unknown = sorted(v for v in redirect.values() if v not in self.tools)
+        self.backend().reset()
+        unknown = sorted(v for v in redirect.values() if v not in self.tool_names())
         if unknown:
             raise Fault("error", f"redirect to functions that are not loaded: {unknown[:5]}")
         env = TestEnv(self, redirect)
@@ -555,7 +576,7 @@ class Sandbox(_Sealed):
             env._failures.append(_tool_error(exc)["message"])
         finally:
             self.limits.disarm()
-        tool = _tool_for_test(name, list(self.schemas) or list(self.tools), env._called)
+        tool = _tool_for_test(name, list(self.schemas) or self.tool_names(), env._called)
         return {"passed": not env._failures, "message": _clip("; ".join(env._failures)), "tool": tool}
 
 
@@ -598,10 +619,11 @@ class TestEnv(_Sealed):
     `_failures`, and a test could clear its own failures.
     """
 
-    __slots__ = ("_sandbox", "_failures", "_called", "_redirect", "schemas")
+    __slots__ = ("_sandbox", "_tools", "_failures", "_called", "_redirect", "schemas")
 
     def __init__(self, sandbox: Sandbox, redirect: dict[str, str] | None = None) -> None:
         self._sandbox = sandbox
+        self._tools = sandbox.backend()
         self._redirect = dict(redirect or {})
         self._failures: list[str] = []
         self._called: list[str] = []
@@ -617,11 +639,11 @@ class TestEnv(_Sealed):
         if not isinstance(args, dict):
             return {"status": "error", "message": "invalid arguments: arguments must be a JSON object"}
         schema = self._sandbox.schemas.get(tool, {}).get("parameters")
-        if tool in self._sandbox.tools and schema is not None:
+        if tool in self._sandbox.tool_names() and schema is not None:
             errors = self.validate(args, schema)
             if errors:
                 return {"status": "error", "message": "invalid arguments: " + "; ".join(errors)}
-        return self._sandbox.call(tool, args)
+        return self._tools.call(tool, args, True)
 
     def call_tool(self, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
         """Call the tool code directly (JSON arguments, no schema check): the tool itself must reject bad input."""
@@ -631,13 +653,13 @@ class TestEnv(_Sealed):
         except (TypeError, ValueError) as exc:
             return {"status": "error", "message": f"invalid arguments: not JSON: {exc}"}
         target = self._redirect.get(tool, tool) if isinstance(tool, str) else tool
-        return self._sandbox.call(target, args if isinstance(args, dict) else {}, validate=False)
+        return self._tools.call(target, args if isinstance(args, dict) else {}, False)
 
     def db(self) -> dict[str, Any]:
-        return _data_copy(self._sandbox.db)
+        return _data_copy(self._tools.db())
 
     def reset(self) -> None:
-        self._sandbox.reset()
+        self._tools.reset()
 
     def validate(self, instance: Any, schema: dict[str, Any]) -> list[str]:
         """jsonschema messages (empty = valid). Only strings come back: no third-party objects reach the test."""
@@ -653,12 +675,72 @@ class TestEnv(_Sealed):
             self._failures.append(_clip(str(message)))
 
 
-def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
+class LocalTools(_Sealed):
+    """The tools loaded in this worker, as a test's `env` reaches them."""
+
+    __slots__ = ("_sandbox",)
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sandbox = sandbox
+
+    def call(self, tool: str, args: dict[str, Any], validate: bool) -> dict[str, Any]:
+        return self._sandbox.call(tool, args, validate=validate)
+
+    def db(self) -> dict[str, Any]:
+        return self._sandbox.db
+
+    def reset(self) -> None:
+        self._sandbox.reset()
+
+
+class HarnessFault(Exception):
+    """The tools worker faulted on a test's call (the parent also fails the test, whatever the test does)."""
+
+
+class RemoteTools(_Sealed):
+    """The tools of another worker, reached through the parent: each request is a `need` line on this worker's
+    protocol stream, answered by one line."""
+
+    __slots__ = ("_ask",)
+
+    def __init__(self, ask: Any) -> None:
+        self._ask = ask
+
+    def call(self, tool: str, args: dict[str, Any], validate: bool) -> dict[str, Any]:
+        result = self._ask({"op": "call", "tool": str(tool), "args": args, "validate": bool(validate)})
+        return result if isinstance(result, dict) else {"status": "error", "message": "tool answered no object"}
+
+    def db(self) -> dict[str, Any]:
+        result = self._ask({"op": "db"})
+        return result if isinstance(result, dict) else {}
+
+    def reset(self) -> None:
+        self._ask({"op": "reset"})
+
+
+def _asker(reader: Any, writer: Any, current: list[Any]) -> Any:
+    """`ask(need) -> result` over this worker's protocol streams (`current[0]`: the id of the request served)."""
+
+    def ask(need: dict[str, Any]) -> Any:
+        writer.write((json.dumps({"need": need, "id": current[0]}, ensure_ascii=False) + "\n").encode("utf-8"))
+        writer.flush()
+        line = reader.readline()
+        if not line:
+            os._exit(0)  # the parent is gone
+        answer = json.loads(line)
+        if not isinstance(answer, dict) or "fault" in answer:
+            raise HarnessFault(str(answer.get("fault") if isinstance(answer, dict) else "malformed answer"))
+        return answer.get("result")
+
+    return ask
+
+
+def _handle(sandbox: Sandbox, request: dict[str, Any], ask: Any = None) -> Any:
     op = request.get("op")
     if op == "load":
         return sandbox.load(request["source"], request["db"], int(request.get("seed", 0)), request.get("parameters"))
     if op == "call":
-        return sandbox.call(request["tool"], request.get("args") or {})
+        return sandbox.call(request["tool"], request.get("args") or {}, validate=request.get("validate") is not False)
     if op == "get_db":
         return sandbox.db
     if op == "set_db":
@@ -671,6 +753,9 @@ def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
         return sandbox.extend(request["source"])
     if op == "load_tests":
         return sandbox.load_tests(request["source"], request["schemas"])
+    if op == "load_harness":
+        return sandbox.load_harness(request["source"], request["schemas"], request.get("tools"),
+                                    int(request.get("seed", 0)), ask)  # fmt: skip
     if op == "run_test":
         return sandbox.run_test(request["name"], request.get("redirect"))
     if op == "ping":
@@ -678,9 +763,9 @@ def _handle(sandbox: Sandbox, request: dict[str, Any]) -> Any:
     raise Fault("error", f"unknown op {op!r}")
 
 
-def _respond(request: dict[str, Any], sandbox: Sandbox) -> bytes:
+def _respond(request: dict[str, Any], sandbox: Sandbox, ask: Any = None) -> bytes:
     try:
-        response: dict[str, Any] = {"ok": True, "result": _handle(sandbox, request)}
+        response: dict[str, Any] = {"ok": True, "result": _handle(sandbox, request, ask)}
     except Fault as fault:
         response = {"ok": False, "fault": fault.kind, "message": _clip(str(fault))}
     except MemoryError:
@@ -690,7 +775,8 @@ def _respond(request: dict[str, Any], sandbox: Sandbox) -> bytes:
         response = {"ok": False, "fault": "error", "message": _clip(f"RecursionError: {exc}")}
     response["id"] = request.get("id")
     if response["ok"] and _depth(response.get("result")) > MAX_DEPTH:
-        response = {"ok": False, "fault": "error", "message": f"result nested deeper than {MAX_DEPTH} levels"}
+        response = {"ok": False, "fault": "error", "message": f"result nested deeper than {MAX_DEPTH} levels",
+                    "id": request.get("id")}  # fmt: skip
     try:
         line = (json.dumps(response, ensure_ascii=False) + "\n").encode("utf-8")
     except (TypeError, ValueError, RecursionError) as exc:
@@ -918,12 +1004,15 @@ def _serve(settings: dict[str, Any]) -> None:
     )
     writer.write((json.dumps({"hello": facts}) + "\n").encode("utf-8"))
     writer.flush()
-    for line in reader:
+    current: list[Any] = [None]
+    ask = _asker(reader, writer, current)
+    while line := reader.readline():
         try:
             request = json.loads(line)
         except ValueError as exc:
             request = {"op": "bad", "error": str(exc)}
-        writer.write(_respond(request, sandbox))
+        current[0] = request.get("id") if isinstance(request, dict) else None
+        writer.write(_respond(request, sandbox, ask))
         writer.flush()
 
 

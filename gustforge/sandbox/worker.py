@@ -120,6 +120,7 @@ class SandboxLayers(BaseModel):
     parent_limits: bool = True  # CPU and memory measured and enforced from the parent
     drop_privileges: bool = True
     audit_hook: bool = True
+    separate_harness: bool = True  # generated tests run in a worker of their own, their verdict out of the tools' reach
 
 
 class _State(BaseModel):
@@ -180,6 +181,9 @@ class SandboxWorker:
         self._closed = False
         self._host_pid: int | None = None
         self._launch: tuple[dict[str, Any], int | None] = ({}, None)  # settings and seccomp fd of the next start
+        self.tool_names: list[str] = []  # the loaded tools module's public functions (mutants included)
+        self._harness: SandboxWorker | None = None  # runs this worker's tests (see `_test_harness`)
+        self._harness_load: dict[str, Any] | None = None  # a harness's tests, replayed after a restart
         self._request_cpu: float | None = None  # the worker's CPU time when the request in flight was sent
         self._reply_cpu: float | None = None  # ... and when the previous request was sent
         with self._lock:
@@ -205,7 +209,8 @@ class SandboxWorker:
             request = {"op": "load", "source": tools_source, "db": db, "seed": self.seed, "parameters": parameters}
             names = self._request(request)
             self._state = _State(tools_source=tools_source, db=db, seed=self.seed, parameters=parameters)
-        return [str(name) for name in self._expect(list, names)]
+            self.tool_names = [str(name) for name in self._expect(list, names)]
+        return list(self.tool_names)
 
     def extend(self, source: str) -> list[str]:
         """Check `source` and exec it into the loaded tools module after the module itself (now and after every
@@ -222,7 +227,8 @@ class SandboxWorker:
                 raise SandboxError("load a tools module before extending it")
             names = self._request({"op": "extend", "source": source})
             self._state = self._state.model_copy(update={"extensions": (*self._state.extensions, source)})
-        return [str(name) for name in self._expect(list, names)]
+            self.tool_names = [str(name) for name in self._expect(list, names)]
+        return list(self.tool_names)
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         """Run `tool(db, **args)` on the live DB. Tool exceptions come back as `{"status": "error", ...}`."""
@@ -246,7 +252,8 @@ class SandboxWorker:
     def unload(self) -> None:
         """Forget the tools, tests and DB."""
         with self._lock:
-            self._state = None
+            self._state, self.tool_names = None, []
+            self._close_harness()
             if self._proc is not None:
                 self._request({"op": "unload"})
 
@@ -291,6 +298,7 @@ class SandboxWorker:
         """Stop the child process group; the worker cannot be used afterwards."""
         with self._lock:
             self._closed = True
+            self._close_harness()
             self._kill()
 
     @property
@@ -328,26 +336,94 @@ class SandboxWorker:
             _kill_group(proc)
 
     # ---- used by gustforge.sandbox.testing ---------------------------------------------------------------------
+    def _test_harness(self) -> SandboxWorker:
+        """The worker that runs this worker's generated tests (started on first use, kept until unload/close).
+
+        Tests run in a process of their own: their `env` reaches the tools here only through requests this
+        process relays (`_answer_harness`), so code in the tools module cannot touch a test's bookkeeping or
+        verdict, whatever wall it breaks inside its own process.
+        """
+        if not self.layers.separate_harness:
+            return self
+        if self._harness is None or self._harness._closed:
+            self._harness = SandboxWorker(self.limits, seed=self.seed, static_check=self._static_check,
+                                          zygote=self._zygote, layers=self.layers)  # fmt: skip
+        return self._harness
+
+    def _close_harness(self) -> None:
+        harness, self._harness = self._harness, None
+        if harness is not None and harness is not self:
+            harness.close()
+
     def _load_tests(self, tests_source: str, schemas: dict[str, Any]) -> list[str]:
+        """Load a tests module into this worker's harness; returns its test names."""
         if self._static_check:
             check_source(tests_source)
         with self._lock:
             if self._state is None:
                 raise SandboxError("load a tools module before running tests")
-            names = self._request({"op": "load_tests", "source": tests_source, "schemas": schemas})
-            self._state = self._state.model_copy(update={"tests": (tests_source, schemas)})
+            harness = self._test_harness()
+            if harness is self:  # the harness layer is off (a red-team test): the tests run beside the tools
+                names = self._request({"op": "load_tests", "source": tests_source, "schemas": schemas})
+                self._state = self._state.model_copy(update={"tests": (tests_source, schemas)})
+                return [str(name) for name in self._expect(list, names)]
+        return harness._load_harness(tests_source, schemas, self.tool_names, self.seed)
+
+    def _load_harness(self, source: str, schemas: dict[str, Any], tools: list[str], seed: int) -> list[str]:
+        payload = {"op": "load_harness", "source": source, "schemas": schemas, "tools": tools, "seed": seed}
+        with self._lock:
+            self._harness_load = None
+            names = self._request(payload)
+            self._harness_load = payload
         return [str(name) for name in self._expect(list, names)]
 
     def _run_test(self, name: str, *, wall_seconds: float, redirect: dict[str, str] | None = None) -> dict[str, Any]:
+        """Run one test in the harness; returns {"passed", "message", "tool"}. A fault of this (tools) worker
+        during the test fails it, whatever the test did with the error it saw."""
         request: dict[str, Any] = {"op": "run_test", "name": name}
         if redirect:
             request["redirect"] = redirect
-        return self._expect(dict, self._request(request, wall_seconds=wall_seconds))
+        faults: list[str] = []
+        harness = self._test_harness()
+        if harness is self:
+            return self._expect(dict, self._request(request, wall_seconds=wall_seconds))
+        with harness._lock:
+            harness._ensure_started()
+            result = harness._expect(
+                dict,
+                harness._send(
+                    request, wall_seconds=wall_seconds, on_need=lambda need: self._answer_harness(need, faults)
+                ),
+            )
+        if faults:
+            return {**result, "passed": False, "message": "; ".join([*faults, str(result.get("message") or "")])}
+        return result
+
+    def _answer_harness(self, need: Any, faults: list[str]) -> dict[str, Any]:
+        """One request of a running test to the tools: a call, the DB, or a reset."""
+        op = need.get("op") if isinstance(need, dict) else None
+        try:
+            if op == "call" and isinstance(need.get("tool"), str) and isinstance(need.get("args"), dict):
+                return {"result": self._call(need["tool"], need["args"], validate=need.get("validate") is not False)}
+            if op == "db":
+                return {"result": self.get_db()}
+            if op == "reset":
+                self.reset()
+                return {"result": None}
+            raise SandboxError(f"sandbox protocol violated: the test harness asked for {str(op)[:40]!r}")
+        except SandboxError as exc:
+            faults.append(f"{type(exc).__name__}: {exc}"[: STDERR_LINE_CHARS * 4])
+            return {"fault": faults[-1]}
+
+    def _call(self, tool: str, args: dict[str, Any], *, validate: bool) -> dict[str, Any]:
+        return self._expect(dict, self._request({"op": "call", "tool": tool, "args": args, "validate": validate}))
 
     def _drop_tests(self) -> None:
         with self._lock:
             if self._state is not None:
                 self._state = self._state.model_copy(update={"tests": None})
+            if self._harness is not None:
+                self._harness._harness_load = None
 
     def _expect(self, kind: type, value: Any) -> Any:
         if not isinstance(value, kind):
@@ -465,13 +541,15 @@ class SandboxWorker:
                 self._send({"op": "extend", "source": extension})
             if state.tests is not None:
                 self._send({"op": "load_tests", "source": state.tests[0], "schemas": state.tests[1]})
+        if self._harness_load is not None:
+            self._send(self._harness_load)
 
     def _request(self, payload: dict[str, Any], *, wall_seconds: float | None = None) -> Any:
         with self._lock:
             self._ensure_started()
             return self._send(payload, wall_seconds=wall_seconds)
 
-    def _send(self, payload: dict[str, Any], *, wall_seconds: float | None = None) -> Any:
+    def _send(self, payload: dict[str, Any], *, wall_seconds: float | None = None, on_need: Any = None) -> Any:
         proc = self._proc
         if proc is None or proc.stdin is None or proc.stdout is None:
             raise SandboxError("sandbox worker is not running")
@@ -487,8 +565,12 @@ class SandboxWorker:
             proc.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._died() from None
+        deadline = time.monotonic() + wall
         try:
             response = self._read_message(wall, expect_id=self._next_id)
+            while on_need is not None and "need" in response:  # a test harness asking for the tools
+                self._answer(on_need(response["need"]))
+                response = self._read_message(max(deadline - time.monotonic(), 0.001), expect_id=self._next_id)
         finally:
             self._end_request()
         if response.get("ok") is True:
@@ -498,6 +580,16 @@ class SandboxWorker:
             self._kill()
         message = str(response.get("message", "sandbox fault"))[: STDERR_LINE_CHARS * 4]
         raise _FAULTS.get(kind, SandboxError)(message)
+
+    def _answer(self, answer: dict[str, Any]) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            raise SandboxError("sandbox worker is not running")
+        try:
+            proc.stdin.write(json.dumps(answer, ensure_ascii=False).encode("utf-8") + b"\n")
+            proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died() from None
 
     def _read_message(self, wall: float, *, expect_id: int | None) -> dict[str, Any]:
         """One reply line, parsed and checked; anything malformed kills the worker and raises `SandboxError`."""

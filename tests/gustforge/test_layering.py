@@ -17,7 +17,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STAGE_PACKAGES = ("envgen", "tdg", "trainer", "gusteval", "toucan")
 ORCHESTRATION = ("prefect", "tasks", "flows")
-DATA_LAYER = ("data", "data.io", "data.models", "data.config")  # what gustforge may use of `data`: the models and the only I/O
+DATA_LAYER = (
+    "data",
+    "data.io",
+    "data.models",
+    "data.config",
+)  # what gustforge may use of `data`: the models and the only I/O
 CONFIG_MODELS = {"envgen.config", "tdg.config", "tdg.verify_config", "tdg.quality"}  # composed by gustforge/config.py
 
 
