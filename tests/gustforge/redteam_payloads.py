@@ -128,6 +128,29 @@ LAYER1: dict[str, str] = {
     "lone_surrogate_output": tool("return {'status': 'success', 'message': 'a' + chr(0xD800) + 'b'}\n"),
     "lone_surrogate_error": tool("raise ValueError(chr(0xDC00) * 3)\n"),
     "db_tamper": tool("db.clear()\ndb['pwned'] = True\nreturn {'status': 'success', 'message': 'tampered'}\n"),
+    # ---- gadgets made only of allowed names (copy protocol, namedtuple typenames, positional class patterns)
+    "copy_bound_method_getattr": (
+        "import copy\nfrom collections import namedtuple\n"
+        "class Box:\n    def values(self):\n        return []\n"
+        "def attack(db):\n    got = copy.copy(Box().values)\n    T = namedtuple('Getter', 'a')\n"
+        "    leak = [copy.deepcopy(T.values) if False else got, copy.copy(T)]\n"
+        "    return {'status': 'success', 'message': str(leak)}\n"
+    ),
+    "dunder_namedtuple_typename": (
+        "from collections import namedtuple\n"
+        "def attack(db):\n    T = namedtuple('__builtins__', 'a')\n    U = namedtuple('__globals__', 'b')\n"
+        "    return {'status': 'success', 'message': str([T, U])}\n"
+    ),
+    "positional_match_args_pattern": tool(
+        "g = (x for x in [1])\nmatch g:\n    case object(fr):\n        leak = fr\n        "
+        + "return {'status': 'success', 'message': str(leak)}"
+    ),
+    "positional_match_args_namedtuple": (
+        "from collections import namedtuple\nP = namedtuple('P', 'gi_frame')\n"
+        "def attack(db):\n    match (x for x in [1]):\n        case P(fr):\n"
+        "            return {'status': 'success', 'message': str(fr)}\n"
+        "    return {'status': 'error', 'message': 'contained'}\n"
+    ),
 }
 
 # The real `os` module globals and real builtins, as an attacker who got past the static check would hold them.
