@@ -3,7 +3,9 @@
 The in-process layers (`policy.py`, the audit hook in `child.py`) are Python; a bug in them, or in CPython, is a
 way out. These walls are the kernel's, and assume the Python layers have already fallen:
 
-- **namespaces** (bubblewrap): new mount, PID, network, IPC, UTS and cgroup namespaces, and a user namespace
+- **namespaces** (bubblewrap; not `--die-with-parent`, whose parent-death signal follows the *thread* that started
+  bubblewrap, and pools start workers from short-lived threads: a worker ends when its pipes close, and the parent
+  kills the sandboxed interpreter itself): new mount, PID, network, IPC, UTS and cgroup namespaces, and a user namespace
   whenever the parent is not root. The root is a read-only tmpfs holding only the interpreter, its standard
   library, the system libraries, the few site packages the worker imports (jsonschema and what it needs) and the
   sandbox's own three files — no host `/proc`, `/tmp`, `/etc`, home, sockets, environment folders or build
@@ -163,7 +165,7 @@ def _walls_for(bwrap: str) -> KernelWalls:
         caps += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL"]
     interpreter = os.path.realpath(sys.executable)
     prefix = [
-        bwrap, *namespaces, "--die-with-parent", "--new-session", *caps, "--hostname", "gust-sandbox",
+        bwrap, *namespaces, "--new-session", *caps, "--hostname", "gust-sandbox",
         *_system_library_args(), *_bind_args(_interpreter_paths(interpreter)),
         *_site_args(), *_own_file_args(), "--proc", "/proc", "--dev", "/dev", "--remount-ro", "/",
         "--chdir", "/", "--clearenv", "--setenv", "PYTHONHASHSEED", "0", "--setenv", "LC_ALL", "C.UTF-8",
@@ -191,7 +193,8 @@ def _system_library_args() -> list[str]:
 
 
 def _interpreter_paths(interpreter: str) -> list[str]:
-    paths = [interpreter, sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")]
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # a venv's own lib/ is not the stdlib
+    paths = [interpreter, sysconfig.get_path("stdlib", vars=base), sysconfig.get_path("platstdlib", vars=base)]
     if sysconfig.get_config_var("Py_ENABLE_SHARED"):
         libdir = sysconfig.get_config_var("LIBDIR") or ""
         ldlibrary = sysconfig.get_config_var("LDLIBRARY") or ""

@@ -37,7 +37,7 @@ from data.models import TestReport
 from gustforge.errors import SandboxError, SandboxMemoryError, SandboxTimeout, SandboxViolation
 from gustforge.sandbox.check import check_source
 from gustforge.sandbox.walls import KernelWalls, allocate_uid, require_walls, seccomp_filters, seccomp_pipe
-from gustforge.sandbox.zygote import Zygote, host_usage
+from gustforge.sandbox.zygote import HostProcess, Zygote, host_usage
 
 if TYPE_CHECKING:
     from gustforge.sandbox.testing import VariantRun
@@ -180,6 +180,7 @@ class SandboxWorker:
         self._state: _State | None = None
         self._closed = False
         self._host_pid: int | None = None
+        self._sandbox_init: HostProcess | None = None  # a direct worker's launcher's child (bwrap/unshare's init)
         self._launch: tuple[dict[str, Any], int | None] = ({}, None)  # settings and seccomp fd of the next start
         self.tool_names: list[str] = []  # the loaded tools module's public functions (mutants included)
         self._harness: SandboxWorker | None = None  # runs this worker's tests (see `_test_harness`)
@@ -333,6 +334,9 @@ class SandboxWorker:
         # Only a directly started child: a zygote round trip from a finaliser could wait on a lock its own
         # thread holds. A forked worker reads EOF and exits once its pipes are collected, or dies with the zygote.
         if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+            init = getattr(self, "_sandbox_init", None)
+            if init is not None:
+                init.kill()
             _kill_group(proc)
 
     # ---- used by gustforge.sandbox.testing ---------------------------------------------------------------------
@@ -459,6 +463,8 @@ class SandboxWorker:
         self._host_pid, self._request_cpu, self._reply_cpu = None, None, None
         threading.Thread(target=self._drain_stderr, args=(self._proc,), daemon=True).start()
         hello = self._read_message(max(START_SECONDS, self.limits.wall_seconds), expect_id=None)
+        if isinstance(self._proc, subprocess.Popen):
+            self._sandbox_init = HostProcess.first_child_of(self._proc.pid)
         facts = hello.get("hello") if isinstance(hello, dict) else None
         if not isinstance(facts, dict):
             self._kill()
@@ -514,6 +520,9 @@ class SandboxWorker:
         self._buffer = bytearray()
         if proc is None:
             return
+        init, self._sandbox_init = self._sandbox_init, None
+        if init is not None:  # the sandbox's PID-namespace init outlives a killed launcher; with it ends the sandbox
+            init.kill()
         _kill_group(proc)
         proc.wait()
         for stream in (proc.stdin, proc.stdout):  # stderr belongs to its reader thread

@@ -92,6 +92,7 @@ class Zygote:
         behind_walls = self.walls is not None and self.walls.available
         self.prefix = () if behind_walls else namespace_prefix()[0]
         self._host_zygote: int | None = None
+        self._sandbox_init: HostProcess | None = None  # the PID namespace's init: killing it ends every worker
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
@@ -201,6 +202,7 @@ class Zygote:
             self._stop()
             raise SandboxError("sandbox zygote did not start")
         self._host_zygote = _leaf(self._proc.pid)
+        self._sandbox_init = HostProcess.first_child_of(self._proc.pid)
 
     def _call(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
         sock = self._sock
@@ -224,6 +226,9 @@ class Zygote:
             self._sock = None
         if proc is None:
             return
+        init, self._sandbox_init, self._host_zygote = self._sandbox_init, None, None
+        if init is not None:  # it outlives a killed bubblewrap; with it ends its PID namespace, every worker included
+            init.kill()
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -264,3 +269,36 @@ def host_usage(pid: int) -> tuple[float, int] | None:
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS, int(fields[21]) * _PAGE_BYTES
     except (OSError, ValueError, IndexError):
         return None
+
+
+class HostProcess:
+    """A host process named by pid *and* start time, so a pid the kernel has since reused is never signalled."""
+
+    __slots__ = ("pid", "start")
+
+    def __init__(self, pid: int, start: str) -> None:
+        self.pid, self.start = pid, start
+
+    @staticmethod
+    def _start_of(pid: int) -> str | None:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            return stat[stat.rindex(b")") + 2 :].split()[19].decode()
+        except (OSError, ValueError, IndexError):
+            return None
+
+    @classmethod
+    def first_child_of(cls, pid: int) -> HostProcess | None:
+        children = _children(pid)
+        if not children:
+            return None
+        start = cls._start_of(children[0])
+        return cls(children[0], start) if start is not None else None
+
+    def kill(self) -> None:
+        if self._start_of(self.pid) != self.start:
+            return  # already gone (and maybe its pid reused)
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass

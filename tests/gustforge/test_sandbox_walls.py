@@ -89,6 +89,7 @@ class Tripwires:
             .replace("SECRET_FILE", str(self.root / "secret.txt"))
             .replace("OTHER_DB", str(self.root / "other-env" / "db.json"))
             .replace("UNIX_SOCKET", str(self.unix.path))
+            .replace("REPO_README", str(Path(__file__).resolve().parents[2] / "README.md"))
         )
 
     def clean(self) -> None:
@@ -116,6 +117,8 @@ class Tripwires:
             found.append("/etc/passwd was read")
         if "pytest" in blob:
             found.append("a host process's command line was read")
+        if "## Quickstart" in blob:
+            found.append("the project's checkout (where run folders live) was read")
         if self.unix.hits:
             found.append("the host's unix socket was reached")
         return found
@@ -154,7 +157,7 @@ def _real(body: str) -> str:
 
 
 READ_HOST = _real(
-    "for path in ('SECRET_FILE', 'OTHER_DB', '/etc/passwd'):\n"
+    "for path in ('SECRET_FILE', 'OTHER_DB', '/etc/passwd', 'REPO_README'):\n"
     "    try:\n        found.append(B['open'](path).read())\n"
     "    except B['OSError'] as exc:\n        found.append(str(exc))\n"
     "for pid in G['listdir']('/proc'):\n"
@@ -220,6 +223,7 @@ def test_mount_walls_removed_is_noticed(wires: Tripwires) -> None:
     fired = wires.fired(_run(wires, READ_HOST, NOTHING))
     assert "the secret file was read" in fired and "another environment's data was read" in fired
     assert "a host process's command line was read" in fired and "/etc/passwd was read" in fired
+    assert "the project's checkout (where run folders live) was read" in fired
     assert any("a file reached the host" in f for f in wires.fired(_run(wires, WRITE_HOST, NOTHING)))
 
 
