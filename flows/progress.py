@@ -60,8 +60,9 @@ class _ProgressHandler(logging.Handler):
             self.tracker.shard(stage)
             self._line(f"{stage} shard {shard}: {_shard_text(record) or report}")
             self.progress.update(self.stage_task, description=f"stage [bold]{escape(stage)}[/]")
-        elif message.startswith("ingest:"):
+        elif message.startswith("ingest read:"):
             self.tracker.ran.add("ingest")
+        elif message.startswith("ingest:"):
             self.tracker.finished("ingest")
             self._line(message)
         elif message.startswith("stage done:"):

@@ -28,6 +28,7 @@ __all__ = [
     "VerificationError",
     "RegistryError",
     "ConfigError",
+    "RunLockedError",
     "UNAVAILABLE_REASON",
 ]
 
@@ -117,3 +118,7 @@ class RegistryError(GustError, KeyError):
 
 class ConfigError(GustError, ValueError):
     """A configuration file or override is invalid."""
+
+
+class RunLockedError(GustError):
+    """Another build or stage run holds the run folder's lock (`OUT/.gust.lock`)."""
