@@ -465,12 +465,17 @@ _DEPLOY_HOWTO = (
 def deploy(
     cron: Annotated[str, typer.Option("--cron", help='Schedule, e.g. "0 3 * * *".')],
     name: Annotated[str, typer.Option("--name", help="Deployment name.")] = "nightly",
+    inputs: Annotated[list[Path] | None, typer.Option("--input", "-i", help="Raw toolset file/folder.")] = None,
     config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    backend: BackendOpt = None,
+    seed: SeedOpt = None,
     out: OutOpt = Path("out"),
     pool: Annotated[str | None, typer.Option("--pool", help="Work pool (process type) for `deploy` mode.")] = None,
     serve: Annotated[bool, typer.Option("--serve/--register", help="Serve (long-running) or only register.")] = True,
 ) -> None:
-    """Schedule `gust build`: serve it from this process, or register a deployment on a work pool."""
+    """Schedule `gust build` (same --input/--config/--set as build): serve it from this process, or register a
+    deployment on a work pool. One scheduled build runs at a time; `gust runs` lists them."""
     from gustforge.errors import GustError
 
     _check_out(out)
@@ -482,9 +487,12 @@ def deploy(
         raise typer.Exit(2)
     _validate_cron(cron)
     try:
-        cfg = _load_config(config, None, out=out, backend=None, seed=None)
+        cfg = _load_config(config, overrides, out=out, backend=backend, seed=seed, inputs=inputs)
     except GustError as exc:
         _fail(str(exc))
+    for path in cfg.inputs:
+        if not Path(path).exists():
+            _fail(f"input {path} does not exist")
     from flows.deploy import register_deployment, serve_build
 
     if serve and pool is None:
@@ -536,6 +544,9 @@ def export(
 from flows.cli_quality import quality  # noqa: E402
 
 app.command(help="Measure an OUT folder's tasks: reports/quality.json, card table, figure panel.")(quality)
+from flows.cli_runs import runs  # noqa: E402
+
+app.command(help="Recent builds into a run folder: state, config digest, rows (and the Prefect server's view).")(runs)
 _mount("flows.cli_env", "env", "Run, inspect, serve (MCP) or pull a built environment.")
 _mount("flows.cli_cache", "cache", "Merge or inspect LLM response caches (one per node in multi-node builds).")
 _mount("flows.cli_toucan", "toucan", "Toucan SFT/RL preparation, evaluation and the tool-space K-sweep.")
