@@ -48,7 +48,7 @@ HISTORY_NAME = "runs.jsonl"
 # the files that describe the dataset; they must agree with each other and with the data
 DESCRIBED_FILES = ("run_summary.json", "config.json", "reports/quality.json", "gust", "verl/train.parquet",
                    "verl/test.parquet")  # fmt: skip
-State = Literal["running", "completed", "failed", "interrupted"]
+State = Literal["running", "completed", "failed", "interrupted", "killed"]
 
 
 class RunManifest(StrictModel):
@@ -112,6 +112,7 @@ class RunRecorder:
 def run_record(out: Path, cfg: BuildConfig, *, command: str, flow_run_id: str | None = None) -> Iterator[RunRecorder]:
     """Write `state: running` now; the final manifest when the body ends (failed/interrupted if it raised)."""
     out = Path(out)
+    _close_killed(out)
     manifest = RunManifest(run_id=flow_run_id or uuid.uuid4().hex, command=command, state="running",
                            pid=os.getpid(), host=socket.gethostname(), started_at=_now(),
                            flow_run_id=flow_run_id, config_digest=config_digest(cfg))  # fmt: skip
@@ -126,6 +127,14 @@ def run_record(out: Path, cfg: BuildConfig, *, command: str, flow_run_id: str | 
         recorder._close("failed", f"{type(exc).__name__}: {exc}")
         raise
     recorder._close("completed", None)
+
+
+def _close_killed(out: Path) -> None:
+    """A record left `running` by a process that died without closing it (SIGKILL) goes to the history as
+    `killed` before a new run replaces it; the caller holds the run folder's lock, so it is not running now."""
+    previous = read_manifest(out)
+    if previous is not None and previous.state == "running":
+        io.append_jsonl(out / HISTORY_NAME, previous.model_copy(update={"state": "killed"}))
 
 
 def read_manifest(out: Path) -> RunManifest | None:

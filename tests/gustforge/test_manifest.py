@@ -48,3 +48,17 @@ def test_failed_and_problem_runs_are_recorded_as_failed(tmp_path: Path) -> None:
 def test_config_digest_ignores_the_run_folder_only(tmp_path: Path) -> None:
     assert config_digest(BuildConfig(out=tmp_path / "a")) == config_digest(BuildConfig(out=tmp_path / "b"))
     assert config_digest(BuildConfig(seed=1)) != config_digest(BuildConfig(seed=2))
+
+
+def test_a_record_left_running_is_kept_as_killed_by_the_next_run(tmp_path: Path) -> None:
+    cfg = BuildConfig(out=tmp_path)
+    with pytest.raises(KeyboardInterrupt), run_record(tmp_path, cfg, command="build"):
+        raise KeyboardInterrupt
+    left = read_manifest(tmp_path)
+    assert left is not None and left.state == "interrupted"
+    running = left.model_copy(update={"state": "running", "run_id": "killed-one", "finished_at": None})
+    (tmp_path / "manifest.json").write_text(running.model_dump_json())  # what a SIGKILLed run leaves behind
+    with run_record(tmp_path, cfg, command="build") as run:
+        run.finish(_summary(tmp_path, 3))
+    assert [(r.run_id == "killed-one", r.state) for r in read_history(tmp_path)] == [
+        (False, "interrupted"), (True, "killed"), (False, "completed")]  # fmt: skip
