@@ -175,7 +175,9 @@ def _print_summary(summary: Any, timings: Mapping[str, float], cached: set[str])
         for row in rows:
             typer.echo("\t".join(row))
     gust_dir = Path(summary.out) / summary.gust_dir if summary.gust_dir else None
-    typer.echo(f"GUST rows: {summary.gust_rows} in {gust_dir}; teacher Pass@k: {summary.teacher}")
+    from gustforge.run_summary import teacher_line
+
+    typer.echo(f"GUST rows: {summary.gust_rows} in {gust_dir}; teacher Pass@k: {teacher_line(summary)}")
     for role, usage in summary.llm.items():
         typer.echo(f"LLM {role}: {usage['requests']} requests, {usage['cache_hits']} cached, "
                    f"{usage['retries']} retries, {usage['total_tokens']} tokens")  # fmt: skip

@@ -17,7 +17,7 @@ from gustforge.shards import IngestSummary, ShardResult, Usage, sum_usage
 if TYPE_CHECKING:  # the build config composes the stage packages' configs; this module only reads it
     from gustforge.config import BuildConfig
 
-__all__ = ["RunSummary", "build_problems", "stage_reports", "write_run_summary"]
+__all__ = ["RunSummary", "build_problems", "stage_reports", "teacher_line", "write_run_summary"]
 
 
 class RunSummary(StrictModel):
@@ -27,6 +27,10 @@ class RunSummary(StrictModel):
     gust_rows: int
     gust_dir: str | None
     teacher: str = Field(description="'ran' (some teacher call answered) or 'not run'.")
+    teacher_attempted: int | None = Field(
+        default=None, description="Tasks the teacher answered (solved or not); None when verify did not run."
+    )
+    teacher_solved: int | None = Field(default=None, description="Of those, tasks it solved (0 included).")
     llm: Usage = Field(default_factory=dict, description="LLM requests/tokens/retries/cache hits per role, this run.")
     llm_outputs: Usage = Field(
         default_factory=dict, description="LLM usage that produced the outputs (cached shards keep their first cost)."
@@ -53,6 +57,25 @@ def build_problems(stages: Mapping[str, StageReport], gust_rows: int, cfg: Build
         problems.append(f"the build produced {gust_rows} GUST row(s), fewer than min_rows={cfg.min_rows} "
                         f"(top drop reasons: {top})")  # fmt: skip
     return problems
+
+
+def _teacher_counts(merged: Sequence[ShardResult]) -> tuple[int, int] | None:
+    """(answered, solved) by the teacher in this run's verify stage; failures are its `teacher_failed` drops."""
+    verify = next((m for m in merged if m.stage == "verify"), None)
+    if verify is None:
+        return None
+    solved = sum(1 for item in verify.items for record in item.get("records", [])
+                 if record.get("teacher_status") == "passed")  # fmt: skip
+    return solved + verify.report.dropped.get("teacher_failed", 0), solved
+
+
+def teacher_line(summary: RunSummary) -> str:
+    """`not run`, or `ran: S of N tasks solved` (zero included)."""
+    if summary.teacher_attempted is None or summary.teacher_solved is None:
+        return summary.teacher
+    if summary.teacher_attempted == 0:
+        return "not run"
+    return f"ran: {summary.teacher_solved} of {summary.teacher_attempted} tasks solved"
 
 
 def _saved_report(out: Path, stage: str) -> StageReport | None:
@@ -88,13 +111,17 @@ def write_run_summary(out: Path, ingest: IngestSummary | None, merged: Sequence[
     export = next((m for m in merged if m.stage == "export"), None)
     export_item = export.items[0] if export and export.items else {}
     rows = int(export_item.get("rows", 0))
+    counts = _teacher_counts(merged)
+    ran = bool(counts[0]) if counts is not None else bool(export_item.get("teacher_ran"))
     summary = RunSummary(
         out=str(out),
         stages=stages,
         seconds={m.stage: round(m.seconds, 3) for m in merged},
         gust_rows=rows,
         gust_dir=export_item.get("gust_dir"),
-        teacher="ran" if export_item.get("teacher_ran") else "not run",
+        teacher="ran" if ran else "not run",
+        teacher_attempted=counts[0] if counts is not None else None,
+        teacher_solved=counts[1] if counts is not None else None,
         llm={role: stats.as_dict() for role, stats in shared_usage().items()},
         llm_outputs=sum_usage(m.llm for m in merged),
         problems=tuple(build_problems(stages, rows, cfg, check_rows=export is not None)),

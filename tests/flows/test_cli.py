@@ -130,7 +130,7 @@ def test_env_tools_and_memory_limit() -> None:
 @pytest.mark.prefect
 def test_piped_stage_output_is_not_wrapped(tmp_path: Path) -> None:
     out = tmp_path / ("a-long-folder-name-" * 4)
-    proc = _gust("stage", "envgen", "--from", str(REPO / "data/samples/raw"), "--out", str(out),
+    proc = _gust("stage", "envgen", "--only", "--from", str(REPO / "data/samples/raw"), "--out", str(out),
                  env={"PREFECT_HOME": str(tmp_path / "ph")})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
@@ -142,7 +142,7 @@ def test_piped_stage_output_is_not_wrapped(tmp_path: Path) -> None:
 
 def test_stage_direct_mode_runs_without_prefect(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = _gust("stage", "envgen", "--from", str(REPO / "data/samples/raw"), "--out", str(out), "--direct",
+    proc = _gust("stage", "envgen", "--only", "--from", str(REPO / "data/samples/raw"), "--out", str(out), "--direct",
                  env={"PREFECT_HOME": str(tmp_path / "ph")})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
@@ -155,10 +155,10 @@ def test_stage_direct_mode_runs_without_prefect(tmp_path: Path) -> None:
 
 def test_overriding_the_paper_filter_is_noted(tmp_path: Path) -> None:
     source = str(REPO / "data/samples/raw")
-    default = _gust("stage", "envgen", "--from", source, "--out", str(tmp_path / "a"), "--direct")
+    default = _gust("stage", "envgen", "--only", "--from", source, "--out", str(tmp_path / "a"), "--direct")
     assert default.returncode == 0, default.stderr[-2000:]
     assert "differs from the paper's" not in default.stderr
-    widened = _gust("stage", "envgen", "--from", source, "--out", str(tmp_path / "b"), "--direct",
+    widened = _gust("stage", "envgen", "--only", "--from", source, "--out", str(tmp_path / "b"), "--direct",
                     "--set", "envgen.min_tools=2")  # fmt: skip
     assert widened.returncode == 0, widened.stderr[-2000:]
     assert "note: envgen filter (min_tools=2, max_tools=20, max_params=4) differs from the paper's" in widened.stderr
@@ -180,11 +180,11 @@ def test_garbage_input_fails_with_the_reason_and_no_traceback(tmp_path: Path) ->
     assert proc.returncode == 1
     assert "stage 'ingest' failed on 100% of 1 inputs" in proc.stderr and "malformed_json=1" in proc.stderr
     # a single stage that produces nothing fails too, naming what ingest rejected
-    stage = _gust("stage", "envgen", "--from", str(garbage), "--out", str(tmp_path / "s"), "--direct")
+    stage = _gust("stage", "envgen", "--only", "--from", str(garbage), "--out", str(tmp_path / "s"), "--direct")
     assert stage.returncode == 1 and "malformed_json=1" in stage.stdout + stage.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    nothing = _gust("stage", "envgen", "--from", str(empty), "--out", str(tmp_path / "e"), "--direct")
+    nothing = _gust("stage", "envgen", "--only", "--from", str(empty), "--out", str(tmp_path / "e"), "--direct")
     assert nothing.returncode == 1 and "produced nothing (no input items)" in nothing.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
 
