@@ -39,11 +39,13 @@ def _run_stage(stage: str, items: Sequence[dict[str, Any]], cfg: BuildConfig, ou
         shards = shard_items(items, shard_size=cfg.runner.shard_size, max_shards=cfg.runner.max_shards)
     keys = (unmapped(cfg), unmapped(out), unmapped(stage_config_key(stage, cfg)),
             unmapped(code_digest(spec.packages)), unmapped(upstream_key(stage, Path(out))))  # fmt: skip
-    results = stage_shard_task.map(unmapped(stage), list(range(len(shards))), shards, *keys).result()
-    # One fresh run for shards that lost items to an unreachable LLM endpoint, and for cached shards whose
-    # outputs are no longer on disk as recorded (another config's build, a deleted folder): never report a file
-    # that is not there.
-    why = {i: needs_rerun(stage, result, Path(out)) for i, result in enumerate(results)}
+    futures = stage_shard_task.map(unmapped(stage), list(range(len(shards))), shards, *keys)
+    results = futures.result()
+    # One fresh run for shards that lost items to an unreachable LLM endpoint, for cached shards whose outputs are
+    # no longer on disk as recorded (another config's build, a deleted folder: never report a file that is not
+    # there), and for cached shards holding items dropped on unusable LLM replies (asked again once per build).
+    cached = [future.state.name == "Cached" for future in futures]
+    why = {i: needs_rerun(stage, result, Path(out), cached=cached[i]) for i, result in enumerate(results)}
     retry = [i for i, reasons in why.items() if reasons]
     for i in retry:
         get_run_logger().info("%s shard %d re-runs: %s", stage, i, "; ".join(why[i]))

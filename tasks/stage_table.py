@@ -17,7 +17,7 @@ from data.stage import run_export
 from envgen.stage import env_digest, ingest_inputs, run_envgen
 from gustforge.accounting import POLICY_REASONS, QUALITY_REASONS, check_ingest_budget, write_ingest_report
 from gustforge.config import BuildConfig
-from gustforge.errors import GustError
+from gustforge.errors import BAD_REPLY_REASONS, GustError
 from gustforge.outputs import outputs_key, owned_paths, record_outputs, stale_outputs
 from gustforge.registry import Registry
 from gustforge.shards import Item, ShardResult, config_subset_key, portable, rebase_item
@@ -88,10 +88,14 @@ def run_shard(stage: str, items: Sequence[Item], cfg: BuildConfig, out: Path) ->
     return result.model_copy(update={"outputs": record_outputs(out, owned)})
 
 
-def needs_rerun(stage: str, result: ShardResult, out: Path) -> list[str]:
-    """Why a (possibly cached) shard result must be computed again: items lost to an unreachable endpoint, or
-    owned outputs that are no longer on disk as the result recorded them. Empty = serve it."""
+def needs_rerun(stage: str, result: ShardResult, out: Path, *, cached: bool = False) -> list[str]:
+    """Why a shard result must be computed again: items lost to an unreachable endpoint, owned outputs that are no
+    longer on disk as the result recorded them, or (a cache hit from an earlier build) items dropped on unusable
+    LLM replies, which the next build asks again. Empty = serve it."""
     reasons = [f"{result.retryable} item(s) lost to an unreachable LLM endpoint"] if result.retryable else []
+    bad = sum(1 for q in result.quarantine if q.reason.split(":", 1)[0] in BAD_REPLY_REASONS)
+    if cached and bad:
+        reasons.append(f"{bad} item(s) dropped on unusable LLM replies in an earlier build; asking again")
     stale = stale_outputs(out, result.outputs, owns_outputs=STAGES.get(stage).owns_outputs)
     if stale:
         shown = ", ".join(stale[:3]) + (f" (+{len(stale) - 3} more)" if len(stale) > 3 else "")

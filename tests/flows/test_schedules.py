@@ -61,7 +61,7 @@ def server_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
 
 def _gust(env: dict[str, str], *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "flows.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=REPO / "tests")  # fmt: skip
+                          timeout=timeout, cwd=env["PREFECT_HOME"])  # fmt: skip
 
 
 def _runs(env: dict[str, str], out: Path) -> list[dict]:
