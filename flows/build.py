@@ -37,6 +37,7 @@ def _run_stage(stage: str, items: Sequence[dict[str, Any]], cfg: BuildConfig, ou
         shards: list[list[dict[str, Any]]] = [list(items)]
     else:
         shards = shard_items(items, shard_size=cfg.runner.shard_size, max_shards=cfg.runner.max_shards)
+    get_run_logger().info("stage start: %s: %d items in %d shards", stage, len(items), len(shards))
     keys = (unmapped(cfg), unmapped(out), unmapped(stage_config_key(stage, cfg)),
             unmapped(code_digest(spec.packages)), unmapped(upstream_key(stage, Path(out))))  # fmt: skip
     futures = stage_shard_task.map(unmapped(stage), list(range(len(shards))), shards, *keys)
