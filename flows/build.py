@@ -5,8 +5,9 @@ Both hold the run folder's lock (`gustforge.runlock`) and record the run in `OUT
 (`gustforge.manifest`), whether they run from the CLI, `serve` or a work-pool worker.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: `serve` cloudpickles the flow function by value into a spawned
+# process, where string annotations such as "BuildConfig" cannot be resolved (`Build_FlowModel is not fully
+# defined`); real annotation objects travel with the function.
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any

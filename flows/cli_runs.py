@@ -40,5 +40,6 @@ def runs(
     typer.echo("\t".join(("started", "state", "command", "config", "rows", "flow_run", "note")))
     for row in rows:
         cells = (started_text(row["started"]), row["state"], row["command"], row["config"] or "-",
-                 "-" if row["rows"] is None else str(row["rows"]), row["flow_run"] or "-", row["note"] or "")  # fmt: skip
+                 "-" if row["rows"] is None else str(row["rows"]), row["flow_run"] or "-",
+                 " ".join((row["note"] or "").split())[:300])  # fmt: skip
         typer.echo("\t".join(cells))

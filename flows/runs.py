@@ -49,20 +49,24 @@ def _digest(parameters: dict[str, Any]) -> str | None:
 def _prefect_runs(out: Path, limit: int) -> list[BuildRun]:
     """Flow runs of the build and stage flows whose config writes into `out`, newest first."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterState,
+                                                FlowRunFilterStateType)  # fmt: skip
+    from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 
-    with get_client(sync_client=True) as client:
+    started = FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(not_any_=[StateType.SCHEDULED])))
+    with get_client(sync_client=True) as client:  # a schedule keeps an hour of future runs: not builds yet
         flow_runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=list(_FLOWS))),
-                                          sort=FlowRunSort.EXPECTED_START_TIME_DESC, limit=limit * 5)  # fmt: skip
+                                          flow_run_filter=started, sort=FlowRunSort.START_TIME_DESC,
+                                          limit=limit * 5)  # fmt: skip
     rows = []
     for run in flow_runs:
         cfg = run.parameters.get("cfg") or {}
         if not isinstance(cfg, dict) or Path(str(cfg.get("out", ""))).resolve() != out.resolve():
             continue
         state = run.state
-        if state is None or state.is_scheduled():
-            continue  # not started yet: not a build
+        if state is None:
+            continue
         started = run.start_time or run.expected_start_time
         rows.append({"started": started.timestamp() if started else None, "state": state.name.lower(),
                      "command": "build" if run.name and "stage" not in run.name else "stage",
