@@ -25,8 +25,14 @@ from gustforge.run_summary import RunSummary
 from gustforge.runlock import run_lock
 from gustforge.shards import ShardResult, code_digest, inputs_digest, shard_items
 from tasks.stage_table import STAGE_ORDER, STAGES, downstream_of, needs_rerun, stage_config_key, upstream_key
-from tasks.stages import (discover_task, finish_ingest_task, finish_stage_task, ingest_task, stage_shard_task,
-                          summarize_task)  # fmt: skip
+from tasks.stages import (
+    discover_task,
+    finish_ingest_task,
+    finish_stage_task,
+    ingest_task,
+    stage_shard_task,
+    summarize_task,
+)
 
 __all__ = ["build_flow", "stage_flow", "run_build", "run_stage"]
 

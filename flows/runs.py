@@ -49,8 +49,13 @@ def _digest(parameters: dict[str, Any]) -> str | None:
 def _prefect_runs(out: Path, limit: int) -> list[BuildRun]:
     """Flow runs of the build and stage flows whose config writes into `out`, newest first."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (FlowFilter, FlowFilterName, FlowRunFilter, FlowRunFilterState,
-                                                FlowRunFilterStateType)  # fmt: skip
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import FlowRunSort
 

@@ -16,8 +16,14 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 from envgen.stage import ingest_inputs
-from gustforge.accounting import (accounting_rows, check_ingest_budget, finish_stage, stage_markdown,
-                                  write_ingest_report, write_quarantine)  # fmt: skip
+from gustforge.accounting import (
+    accounting_rows,
+    check_ingest_budget,
+    finish_stage,
+    stage_markdown,
+    write_ingest_report,
+    write_quarantine,
+)
 from gustforge.config import BuildConfig
 from gustforge.errors import TransientLLMError
 from gustforge.run_summary import RunSummary, write_run_summary
