@@ -80,7 +80,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="gust-signals-") as tmp:
             for how in ("ctrl-c", "sigterm", "sigkill"):
                 runs = [one_run(how, Path(tmp)) for _ in range(args.repeat)]
-                results[how] = {key: {"median": statistics.median(r[key] for r in runs),
+                results[how] = {key: {"median": round(statistics.median(r[key] for r in runs), 2),
                                       "max": max(r[key] for r in runs)} for key in runs[0]}  # fmt: skip
     finally:
         for burner in burners:
