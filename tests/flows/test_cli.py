@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -52,21 +51,21 @@ def test_out_pointing_at_a_file_is_a_message(tmp_path: Path) -> None:
 
 
 def test_stage_checks_from_before_prefect(tmp_path: Path) -> None:
-    started = time.monotonic()
-    proc = _gust("stage", "verify", "--from", str(tmp_path), "--out", str(tmp_path / "o"))
+    home = tmp_path / "prefect-home"
+    proc = _gust("stage", "verify", "--from", str(tmp_path), "--out", str(tmp_path / "o"),
+                 env={"PREFECT_HOME": str(home)})  # fmt: skip
     assert proc.returncode == 2 and "needs" in proc.stderr and "work/tasks.jsonl" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
-    assert time.monotonic() - started < 30  # no Prefect server was started
+    assert not home.exists()  # no Prefect server was started (it would have created its home and log)
     assert runner.invoke(app, ["stage", "nope", "--from", str(tmp_path)]).exit_code == 2
 
 
-def test_dead_endpoint_fails_preflight_in_seconds(tmp_path: Path) -> None:
-    started = time.monotonic()
+def test_dead_endpoint_fails_preflight_before_any_work(tmp_path: Path) -> None:
     result = runner.invoke(app, ["build", "--out", str(tmp_path / "o"), "--backend", "openai",
                                  "--set", "llm.base_url=http://127.0.0.1:9/v1"])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "does not answer GET /models" in result.stderr and "--backend offline" in result.stderr
-    assert time.monotonic() - started < 15
+    assert not (tmp_path / "o").exists()  # refused before the run folder, the server or any stage
     result = runner.invoke(app, ["build", "--out", str(tmp_path / "o"), "--teacher-url", "http://127.0.0.1:9/v1"])
     assert result.exit_code == 2 and "teacher endpoint" in result.stderr
 
@@ -93,11 +92,9 @@ def test_export_hub_without_token_is_a_message(tmp_path: Path) -> None:
     gust.mkdir()
     (gust / "README.md").write_text("card")
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
-    started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "flows.cli", "export", "--from", str(gust), "--hub", "me/x"],
                           capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)}, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "HF_TOKEN is not set" in proc.stderr and "Traceback" not in proc.stderr
-    assert time.monotonic() - started < 20
 
 
 def test_deploy_refuses_on_an_ephemeral_server(tmp_path: Path) -> None:
