@@ -46,3 +46,14 @@ def test_reward_judge_prompt_renders_every_field() -> None:
     text = render_judge_prompt(make_judge_input("<question>", ["<response 1>"], "<final>"))
     assert all(part in text for part in ("<question>", "<response 1>", "<final>"))
     assert "{{" not in text and "}}" not in text and not _PLACEHOLDER.findall(text)
+
+
+def test_teacher_and_simulated_user_prompts_are_plain_text() -> None:
+    from gusteval.scenario import UserScenario
+    from gusteval.user_sim import user_system_prompt
+    from tdg.verify_config import TeacherConfig
+
+    user = user_system_prompt(UserScenario(task_id="t", goal="<goal>"))
+    for text in (TeacherConfig().system_prompt, user):
+        assert "{{" not in text and "}}" not in text and not _PLACEHOLDER.findall(text), text[:2000]
+    assert "<goal>" in user
