@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from gustforge.config import BuildConfig
 from gustforge.manifest import RunManifest, config_digest, process_alive, read_history, read_manifest
 
-__all__ = ["BuildRun", "recent_runs"]
+__all__ = ["BuildRun", "recent_runs", "started_text"]
 
 _FLOWS = ("gust-build", "gust-stage")
 BuildRun = dict[str, Any]
