@@ -75,7 +75,7 @@ Behaviour contract (generated unit tests call your functions directly, with no s
 exactly this; each tool's "behaviour" line says which family it belongs to):
 - Validate inside the tool: missing required argument, unknown argument, wrong JSON type, value outside enum, \
 below "minimum" / above "maximum", malformed e-mail or date, and ids or foreign keys that name no record all \
-return {{"status": "error", "message": ...}} and leave `db` unchanged. Never raise.
+return {"status": "error", "message": ...} and leave `db` unchanged. Never raise.
 - math: return the exact value under "result" (add(3, 3) -> 6); domain errors (division by zero, square root of \
 a negative, logarithm of a non-positive number, factorial of a negative, empty list) are errors.
 - conversion: "result" holds the converted value (currencies use db["exchange_rates"][CODE]["rate_to_usd"]); an \

@@ -175,7 +175,9 @@ def _print_summary(summary: Any, timings: Mapping[str, float], cached: set[str])
         for row in rows:
             typer.echo("\t".join(row))
     gust_dir = Path(summary.out) / summary.gust_dir if summary.gust_dir else None
-    typer.echo(f"GUST rows: {summary.gust_rows} in {gust_dir}; teacher Pass@k: {summary.teacher}")
+    from gustforge.run_summary import teacher_line
+
+    typer.echo(f"GUST rows: {summary.gust_rows} in {gust_dir}; teacher Pass@k: {teacher_line(summary)}")
     for role, usage in summary.llm.items():
         typer.echo(f"LLM {role}: {usage['requests']} requests, {usage['cache_hits']} cached, "
                    f"{usage['retries']} retries, {usage['total_tokens']} tokens")  # fmt: skip
@@ -343,6 +345,14 @@ def stage(
     overrides: SetOpt = None,
     backend: BackendOpt = None,
     seed: SeedOpt = None,
+    only: Annotated[
+        bool,
+        typer.Option(
+            "--only",
+            help="Run just this stage; the later stages' outputs in --out are then recorded as stale in "
+            "manifest.json (default: re-run every later stage too, from the cache where unchanged).",
+        ),
+    ] = False,
     direct: Annotated[
         bool,
         typer.Option(
@@ -352,7 +362,8 @@ def stage(
         ),
     ] = False,
 ) -> None:
-    """Re-run one stage on an earlier run's outputs, inside Prefect (logged, cached), or directly (--direct)."""
+    """Re-run one stage on an earlier run's outputs and every stage after it (--only: just this one), inside
+    Prefect (logged, cached) or directly (--direct); config.json and manifest.json record the run."""
     from gustforge.errors import GustError
 
     _check_stage_source(name, source)  # before Prefect starts: a typo costs nothing
@@ -368,25 +379,42 @@ def stage(
         _note_paper_filter(cfg)
     try:
         if direct:
-            result = _run_stage_direct(name, source, cfg)
+            from tasks.direct import run_stages_direct
+
+            summary = run_stages_direct(name, source, cfg, only=only)
         else:
             configure_prefect_environment(out)
             from flows.build import run_stage
 
-            result, _ = _run_flow(lambda: run_stage(name, source, cfg))
+            summary, _ = _run_flow(lambda: run_stage(name, source, cfg, only=only))
     except GustError as exc:
         _fail(str(exc), 1)
     except Exception as exc:
         _crashed(f"stage {name}", exc)
+    _print_stage_runs(name, summary, out, only=only)
+
+
+def _print_stage_runs(name: str, summary: Any, out: Path, *, only: bool) -> None:
+    """One line per stage this command ran (the named one first), the stale note, then the problems."""
+    from tasks.stage_table import downstream_of
+
     if name == "envgen":
         line = _ingest_line(out)
         if line:
             typer.echo(line)
-    report = result.report
-    typer.echo(f"{name}: {report.inputs} inputs, {report.produced} produced, dropped: {reason_text(report.dropped)}; "
-               f"report: {out / 'reports' / (name + '.jsonl')}")  # fmt: skip
+    for stage_name in summary.seconds:  # the stages this run ran, in order
+        report = summary.stages[stage_name]
+        typer.echo(f"{stage_name}: {report.inputs} inputs, {report.produced} produced, dropped: "
+                   f"{reason_text(report.dropped)}; report: {out / 'reports' / (stage_name + '.jsonl')}")  # fmt: skip
+    if only and downstream_of(name):
+        err.print(f"note: --only: {', '.join(downstream_of(name))} in {out} still hold outputs made before this "
+                  f"change (recorded as stale in {out / 'manifest.json'}); rerun without --only to refresh them",
+                  markup=False)  # fmt: skip
+    report = summary.stages[name]
     if report.produced == 0:
         _check_empty_stage(name, report.dropped, out)
+    if summary.problems:
+        _fail("; ".join(summary.problems), 1)
 
 
 def _check_empty_stage(name: str, dropped: Mapping[str, int], out: Path) -> None:
@@ -411,21 +439,6 @@ def _ingest_drops(out: Path) -> Counter[str]:
         return Counter()
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return Counter(str(r.get("reason", "?")).split(":")[0] for r in rows if r.get("outcome") == "dropped")
-
-
-def _run_stage_direct(name: str, source: Path, cfg: Any) -> Any:
-    """One stage through the same pipeline functions the flow's tasks call, in this process, as one shard."""
-    from gustforge.accounting import finish_stage
-    from tasks.stage_table import STAGES, discover_items
-
-    out = cfg.out.resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    items = discover_items(name, source.resolve(), cfg)
-    spec = STAGES.get(name)
-    result = spec.run(items, cfg, out)
-    if result.retryable:  # items lost to an unreachable endpoint get one fresh attempt, as in the flow
-        result = spec.run(items, cfg, out)
-    return finish_stage(name, [result], out, getattr(cfg.budgets, name, 1.0), spec.policy)
 
 
 def _validate_cron(cron: str) -> None:
@@ -454,12 +467,17 @@ _DEPLOY_HOWTO = (
 def deploy(
     cron: Annotated[str, typer.Option("--cron", help='Schedule, e.g. "0 3 * * *".')],
     name: Annotated[str, typer.Option("--name", help="Deployment name.")] = "nightly",
+    inputs: Annotated[list[Path] | None, typer.Option("--input", "-i", help="Raw toolset file/folder.")] = None,
     config: ConfigOpt = None,
+    overrides: SetOpt = None,
+    backend: BackendOpt = None,
+    seed: SeedOpt = None,
     out: OutOpt = Path("out"),
     pool: Annotated[str | None, typer.Option("--pool", help="Work pool (process type) for `deploy` mode.")] = None,
     serve: Annotated[bool, typer.Option("--serve/--register", help="Serve (long-running) or only register.")] = True,
 ) -> None:
-    """Schedule `gust build`: serve it from this process, or register a deployment on a work pool."""
+    """Schedule `gust build` (same --input/--config/--set as build): serve it from this process, or register a
+    deployment on a work pool. One scheduled build runs at a time; `gust runs` lists them."""
     from gustforge.errors import GustError
 
     _check_out(out)
@@ -471,9 +489,12 @@ def deploy(
         raise typer.Exit(2)
     _validate_cron(cron)
     try:
-        cfg = _load_config(config, None, out=out, backend=None, seed=None)
+        cfg = _load_config(config, overrides, out=out, backend=backend, seed=seed, inputs=inputs)
     except GustError as exc:
         _fail(str(exc))
+    for path in cfg.inputs:
+        if not Path(path).exists():
+            _fail(f"input {path} does not exist")
     from flows.deploy import register_deployment, serve_build
 
     if serve and pool is None:
@@ -525,6 +546,9 @@ def export(
 from flows.cli_quality import quality  # noqa: E402
 
 app.command(help="Measure an OUT folder's tasks: reports/quality.json, card table, figure panel.")(quality)
+from flows.cli_runs import runs  # noqa: E402
+
+app.command(help="Recent builds into a run folder: state, config digest, rows (and the Prefect server's view).")(runs)
 _mount("flows.cli_env", "env", "Run, inspect, serve (MCP) or pull a built environment.")
 _mount("flows.cli_cache", "cache", "Merge or inspect LLM response caches (one per node in multi-node builds).")
 _mount("flows.cli_toucan", "toucan", "Toucan SFT/RL preparation, evaluation and the tool-space K-sweep.")

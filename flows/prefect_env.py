@@ -22,6 +22,7 @@ from gustforge.errors import GustError
 
 __all__ = [
     "configure_prefect_environment",
+    "prefect_defaults",
     "quiet_expected_failures",
     "LocalServer",
     "local_server",
@@ -36,6 +37,13 @@ _DEFAULTS = {
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
     "HF_HUB_OFFLINE": "1",  # the pipeline never downloads from a hub
 }
+
+
+def prefect_defaults() -> dict[str, str]:
+    """The offline-safe defaults a flow-run process needs (for a worker's job environment), this process's
+    own values where set."""
+    return {key: os.environ.get(key, value) for key, value in
+            {**_DEFAULTS, "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "true"}.items()}  # fmt: skip
 
 
 def configure_prefect_environment(out_dir: Path | None = None) -> None:
@@ -127,11 +135,28 @@ def _drain_prefect_workers(timeout: float = 3.0) -> None:
         logging.disable(previous)
 
 
+# Runs first in the server's process: ask the kernel to SIGKILL it when its parent (the gust command) dies, even
+# of SIGKILL, then become the server (the death signal survives exec). Linux only; elsewhere it only execs.
+# The signal follows the thread that started the process, so `LocalServer.start` runs on the command's main thread.
+_LAUNCHER = """
+import ctypes, os, signal, sys
+parent = int(sys.argv[1])
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+except (AttributeError, OSError):
+    pass
+if os.getppid() != parent:  # the parent died before the death signal was armed
+    sys.exit(0)
+os.execv(sys.executable, [sys.executable, *sys.argv[2:]])
+"""
+
+
 class LocalServer:
     """Prefect's own API app (the one the ephemeral mode runs) on 127.0.0.1, in a session of its own.
 
     Unlike the ephemeral server it does not share the terminal's process group, so Ctrl-C interrupts the flow and
-    not the server it reports to; `stop` ends it after the flow. Not started when `PREFECT_API_URL` is set.
+    not the server it reports to; `stop` ends it after the flow, and the kernel kills it if the command dies
+    without stopping it (SIGKILL, OOM killer). Not started when `PREFECT_API_URL` is set.
     """
 
     def __init__(self) -> None:
@@ -143,7 +168,8 @@ class LocalServer:
             return
         port = _free_port()
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-        command = [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
+        command = [sys.executable, "-c", _LAUNCHER, str(os.getpid()),
+                   "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app",
                    "--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"]  # fmt: skip
         with _server_log().open("ab") as log:
             self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)

@@ -10,14 +10,23 @@ from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from tasks.stage_table import STAGE_ORDER
 
 __all__ = ["stage_progress", "StageTracker"]
 
 _SHARD = re.compile(r"^(\w+) shard (\d+): (.*)$")
-_TASK_LOGGER = "prefect.task_runs"
+_START = re.compile(r"^stage start: (\w+): (\d+) items in (\d+) shards?$")
+_LOGGERS = ("prefect.task_runs", "prefect.flow_runs")  # shard lines come from tasks, stage starts from the flow
 
 
 class StageTracker:
@@ -48,20 +57,33 @@ class StageTracker:
 
 
 class _ProgressHandler(logging.Handler):
-    def __init__(self, progress: Progress, stage_task: int, console: Console, tracker: StageTracker) -> None:
+    def __init__(self, progress: Progress, tasks: tuple[int, int], console: Console, tracker: StageTracker) -> None:
         super().__init__(level=logging.INFO)
-        self.progress, self.stage_task, self.console, self.tracker = progress, stage_task, console, tracker
+        self.progress, self.console, self.tracker = progress, console, tracker
+        self.stage_task, self.shard_task = tasks
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
+        start = _START.match(message)
+        if start:  # the running stage is named at once, with a bar over its shards (ETA from finished shards)
+            stage, items, shards = start.groups()
+            self.progress.update(self.stage_task, description=f"stage [bold]{escape(stage)}[/] running")
+            self.progress.reset(self.shard_task, total=int(shards) or None, visible=True,
+                                description=f"  {escape(stage)}: {items} items, shards done")  # fmt: skip
+            return
+        if " re-runs: " in message:  # a cache hit not served (outputs changed on disk, bad replies, outage)
+            self._line(message)
+            return
         match = _SHARD.match(message)
         if match:
             stage, shard, report = match.groups()
             self.tracker.shard(stage)
             self._line(f"{stage} shard {shard}: {_shard_text(record) or report}")
             self.progress.update(self.stage_task, description=f"stage [bold]{escape(stage)}[/]")
-        elif message.startswith("ingest:"):
+            self.progress.advance(self.shard_task, 1)
+        elif message.startswith("ingest read:"):
             self.tracker.ran.add("ingest")
+        elif message.startswith("ingest:"):
             self.tracker.finished("ingest")
             self._line(message)
         elif message.startswith("stage done:"):
@@ -92,18 +114,20 @@ def _shard_text(record: logging.LogRecord) -> str | None:
 def stage_progress(console: Console) -> Iterator[StageTracker]:
     """Show a bar over the seven stages and a line per finished shard while the build flow runs."""
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())  # fmt: skip
-    logger = logging.getLogger(_TASK_LOGGER)
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())  # fmt: skip
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
     with Progress(*columns, console=console, transient=False) as progress:
         tracker = StageTracker()
-        handler = _ProgressHandler(
-            progress, progress.add_task("starting Prefect", total=len(STAGE_ORDER)), console, tracker
-        )
-        previous_level = logger.level
-        logger.setLevel(logging.INFO)
-        logger.addHandler(handler)
+        tasks = (progress.add_task("starting Prefect", total=len(STAGE_ORDER)),
+                 progress.add_task("", total=None, visible=False))  # fmt: skip
+        handler = _ProgressHandler(progress, tasks, console, tracker)
+        previous_levels = [logger.level for logger in loggers]
+        for logger in loggers:
+            logger.setLevel(logging.INFO)
+            logger.addHandler(handler)
         try:
             yield tracker
         finally:
-            logger.removeHandler(handler)
-            logger.setLevel(previous_level)
+            for logger, level in zip(loggers, previous_levels, strict=True):
+                logger.removeHandler(handler)
+                logger.setLevel(level)

@@ -177,7 +177,8 @@ def load_eval_tasks(data: Path, *, envs_dir: Path | None = None, limit: int | No
 
     Args:
         data: `OUT/gust` (folder), one of its shards, or `OUT/verl/*.parquet` (rows with `interaction_kwargs`).
-        envs_dir: Folder of the environments for GUST data (default: `envs/` beside the GUST folder); the base of
+        envs_dir: Folder of the environments for GUST data (default: the export's own `envs/` inside the GUST
+            folder, else `envs/` beside it, as in a run folder); the base of
             relative `env_dir`s for verl rows (default: the parquet's recorded `gust.env_root`, else the cwd).
         limit: Keep only the first tasks.
 
@@ -196,7 +197,8 @@ def load_eval_tasks(data: Path, *, envs_dir: Path | None = None, limit: int | No
             records, root = read_gust(data), data
         else:
             records, root = [row_to_record(r) for r in pq.read_table(data).to_pylist()], data.parent.parent
-        envs = Path(envs_dir) if envs_dir is not None else root.parent / "envs"
+        own = root / "envs"  # an export (`gust export`) carries its environments inside; a run folder beside
+        envs = Path(envs_dir) if envs_dir is not None else own if own.is_dir() else root.parent / "envs"
         return _tasks_from_records(records[:limit], envs)
     from data.verl_rows import read_verl_rows
 

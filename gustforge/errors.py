@@ -28,12 +28,21 @@ __all__ = [
     "VerificationError",
     "RegistryError",
     "ConfigError",
+    "RunLockedError",
     "UNAVAILABLE_REASON",
+    "BAD_REPLY_REASONS",
 ]
 
 # Quarantine reason of an item dropped because the LLM endpoint stayed unreachable after the client's retries.
 # Such drops are not final: the build flow re-runs shards holding them (the LLM cache makes the rest free).
 UNAVAILABLE_REASON = "llm_unavailable"
+# Quarantine reasons of items dropped because the model's reply could not be used (no valid JSON after repair, a
+# reply that does not match the toolset). They count against the stage's error budget; a stage-cache hit holding
+# them is not served to a later build, so the next build asks again (the LLM cache never stores such a reply).
+BAD_REPLY_REASONS = frozenset({
+    "llm_refactor_failed", "llm_tool_mismatch", "llm_database_failed", "llm_codegen_failed", "writer_bad_output",
+    "writer_llm_error", "malformed_judge_reply",
+})  # fmt: skip
 
 
 class GustError(Exception):
@@ -117,3 +126,7 @@ class RegistryError(GustError, KeyError):
 
 class ConfigError(GustError, ValueError):
     """A configuration file or override is invalid."""
+
+
+class RunLockedError(GustError):
+    """Another build or stage run holds the run folder's lock (`OUT/.gust.lock`)."""

@@ -78,6 +78,10 @@ class ShardResult(StrictModel):
     report: StageReport
     seconds: float = Field(default=0.0, description="Wall time of the shard's work.")
     llm: Usage = Field(default_factory=dict, description="LLM requests/tokens/retries/cache hits per role.")
+    outputs: dict[str, str] | None = Field(
+        default=None, description="sha256 of every file/folder the shard owns as written (see gustforge.outputs); "
+        "None = not recorded."
+    )
 
     @property
     def retryable(self) -> int:
@@ -141,7 +145,17 @@ def merge_results(stage: str, results: Sequence[ShardResult]) -> ShardResult:
         report=report,
         seconds=sum(r.seconds for r in results),
         llm=sum_usage(r.llm for r in results),
+        outputs=_merge_outputs(r.outputs for r in results),
     )
+
+
+def _merge_outputs(recorded: Iterable[dict[str, str] | None]) -> dict[str, str] | None:
+    """The union of the shards' recorded outputs; None when no shard recorded any."""
+    merged: dict[str, str] | None = None
+    for outputs in recorded:
+        if outputs is not None:
+            merged = {**(merged or {}), **outputs}
+    return merged
 
 
 def count_reasons(quarantine: Sequence[QuarantineRecord]) -> dict[str, int]:

@@ -357,7 +357,8 @@ def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
         allow_heuristic_judge: Accept the offline heuristic summary judge (a warning is logged).
 
     Raises:
-        ConfigError: Validation fails, a data file is missing, or the heuristic judge was not explicitly allowed.
+        ConfigError: Validation fails, a data file is missing, the heuristic judge was not explicitly allowed, or
+            nnodes × n_gpus_per_node is more GPUs than this machine / the Ray cluster has.
     """
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.utils.device import auto_set_device
@@ -370,5 +371,8 @@ def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
     report = validate_training_config(cfg)
     if report.missing_files:
         raise ConfigError(f"data files not found: {', '.join(report.missing_files)}")
+    from trainer.resources import check_gpus
+
+    check_gpus(cfg)  # before Ray starts: a short machine is refused, never a silent wait for GPUs
     logger.info("launching verl PPO: algo=%s layout=%s", report.algo, report.reward_layout)
     run_ppo(cfg, task_runner_class=TaskRunnerV1)

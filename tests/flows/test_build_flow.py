@@ -147,12 +147,16 @@ def test_single_stage_rerun_from_previous_outputs(first_build: Built, tmp_path: 
 
     cfg, summary, _, _ = first_build
     rerun_cfg = cfg.model_copy(update={"out": tmp_path / "rerun", "tdg": cfg.tdg.model_copy(update={"max_stages": 2})})
-    result = run_stage("sample", cfg.out, rerun_cfg)
-    assert result.report.inputs == summary.stages["sample"].inputs and result.report.balanced
-    skeletons = [s for item in result.items for s in item["skeletons"]]
+    result = run_stage("sample", cfg.out, rerun_cfg, only=True)
+    report = result.stages["sample"]
+    assert report.inputs == summary.stages["sample"].inputs and report.balanced
+    assert list(result.seconds) == ["sample"]  # --only: just this stage ran ...
+    manifest = json.loads((tmp_path / "rerun" / "manifest.json").read_text())
+    assert manifest["stale"] == ["reconstruct", "tasks", "verify", "quality", "export", "convert"]  # ... the rest stale
+    saved = [json.loads(line) for line in (tmp_path / "rerun" / "work" / "sample.jsonl").read_text().splitlines()]
+    skeletons = [s for item in saved for s in item["skeletons"]]
     assert skeletons and all(len(s["stages"]) <= 2 for s in skeletons)
     assert (tmp_path / "rerun" / "reports" / "sample.jsonl").is_file()
-    assert (tmp_path / "rerun" / "work" / "sample.jsonl").is_file()
 
 
 def test_stage_cli_rejects_unknown_stage_and_missing_source(tmp_path: Path) -> None:
@@ -184,14 +188,14 @@ def test_items_lost_to_an_unreachable_endpoint_are_retried_on_rerun(first_build:
                                          "cache_path": tmp_path / "llm.sqlite"})  # fmt: skip
         stage_cfg = cfg.model_copy(update={"out": tmp_path / "tasks", "llm": llm})
         with pytest.raises(BudgetExceededError, match="llm_unavailable=") as failed:
-            run_stage("tasks", cfg.out, stage_cfg)  # an outage fails the stage loudly ...
+            run_stage("tasks", cfg.out, stage_cfg, only=True)  # an outage fails the stage loudly ...
         assert "over its error budget" in str(failed.value)
         down = json.loads((stage_cfg.out / "reports" / "tasks.jsonl").read_text().splitlines()[-1])["summary"]
         assert down["produced"] == 0 and down["dropped"] == {"llm_unavailable": down["inputs"]}  # ... losing nothing
         server.fail_rate = 0.0
-        up = run_stage("tasks", cfg.out, stage_cfg)
-    assert up.report.inputs == summary.stages["tasks"].inputs
-    assert up.report.produced == up.report.inputs, up.report
+        up = run_stage("tasks", cfg.out, stage_cfg, only=True).stages["tasks"]
+    assert up.inputs == summary.stages["tasks"].inputs
+    assert up.produced == up.inputs, up
 
 
 def test_envgen_stage_alone_accounts_for_every_raw_record(prefect_server: None, samples_dir: Path,
@@ -199,9 +203,9 @@ def test_envgen_stage_alone_accounts_for_every_raw_record(prefect_server: None, 
     from flows.build import run_stage
 
     cfg = load_config(None, [], out=tmp_path / "envgen-only")
-    result = run_stage("envgen", samples_dir / "raw", cfg)
+    result = run_stage("envgen", samples_dir / "raw", cfg, only=True).stages["envgen"]
     ingest_lines = (cfg.out / "reports" / "ingest.jsonl").read_text().splitlines()
     ingest = json.loads(ingest_lines[-1])["summary"]
     quarantine = (cfg.out / "quarantine.jsonl").read_text().splitlines()
-    assert ingest["inputs"] == 18 and ingest["produced"] == result.report.inputs
-    assert len(quarantine) == sum(ingest["dropped"].values()) + sum(result.report.dropped.values()) > 0
+    assert ingest["inputs"] == 18 and ingest["produced"] == result.inputs
+    assert len(quarantine) == sum(ingest["dropped"].values()) + sum(result.dropped.values()) > 0

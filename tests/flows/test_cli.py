@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -52,21 +51,21 @@ def test_out_pointing_at_a_file_is_a_message(tmp_path: Path) -> None:
 
 
 def test_stage_checks_from_before_prefect(tmp_path: Path) -> None:
-    started = time.monotonic()
-    proc = _gust("stage", "verify", "--from", str(tmp_path), "--out", str(tmp_path / "o"))
+    home = tmp_path / "prefect-home"
+    proc = _gust("stage", "verify", "--from", str(tmp_path), "--out", str(tmp_path / "o"),
+                 env={"PREFECT_HOME": str(home)})  # fmt: skip
     assert proc.returncode == 2 and "needs" in proc.stderr and "work/tasks.jsonl" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
-    assert time.monotonic() - started < 30  # no Prefect server was started
+    assert not home.exists()  # no Prefect server was started (it would have created its home and log)
     assert runner.invoke(app, ["stage", "nope", "--from", str(tmp_path)]).exit_code == 2
 
 
-def test_dead_endpoint_fails_preflight_in_seconds(tmp_path: Path) -> None:
-    started = time.monotonic()
+def test_dead_endpoint_fails_preflight_before_any_work(tmp_path: Path) -> None:
     result = runner.invoke(app, ["build", "--out", str(tmp_path / "o"), "--backend", "openai",
                                  "--set", "llm.base_url=http://127.0.0.1:9/v1"])  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "does not answer GET /models" in result.stderr and "--backend offline" in result.stderr
-    assert time.monotonic() - started < 15
+    assert not (tmp_path / "o").exists()  # refused before the run folder, the server or any stage
     result = runner.invoke(app, ["build", "--out", str(tmp_path / "o"), "--teacher-url", "http://127.0.0.1:9/v1"])
     assert result.exit_code == 2 and "teacher endpoint" in result.stderr
 
@@ -93,11 +92,9 @@ def test_export_hub_without_token_is_a_message(tmp_path: Path) -> None:
     gust.mkdir()
     (gust / "README.md").write_text("card")
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
-    started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "flows.cli", "export", "--from", str(gust), "--hub", "me/x"],
                           capture_output=True, text=True, env={**env, "PYTHONPATH": str(REPO)}, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "HF_TOKEN is not set" in proc.stderr and "Traceback" not in proc.stderr
-    assert time.monotonic() - started < 20
 
 
 def test_deploy_refuses_on_an_ephemeral_server(tmp_path: Path) -> None:
@@ -130,7 +127,7 @@ def test_env_tools_and_memory_limit() -> None:
 @pytest.mark.prefect
 def test_piped_stage_output_is_not_wrapped(tmp_path: Path) -> None:
     out = tmp_path / ("a-long-folder-name-" * 4)
-    proc = _gust("stage", "envgen", "--from", str(REPO / "data/samples/raw"), "--out", str(out),
+    proc = _gust("stage", "envgen", "--only", "--from", str(REPO / "data/samples/raw"), "--out", str(out),
                  env={"PREFECT_HOME": str(tmp_path / "ph")})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
@@ -142,7 +139,7 @@ def test_piped_stage_output_is_not_wrapped(tmp_path: Path) -> None:
 
 def test_stage_direct_mode_runs_without_prefect(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = _gust("stage", "envgen", "--from", str(REPO / "data/samples/raw"), "--out", str(out), "--direct",
+    proc = _gust("stage", "envgen", "--only", "--from", str(REPO / "data/samples/raw"), "--out", str(out), "--direct",
                  env={"PREFECT_HOME": str(tmp_path / "ph")})  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
@@ -155,10 +152,10 @@ def test_stage_direct_mode_runs_without_prefect(tmp_path: Path) -> None:
 
 def test_overriding_the_paper_filter_is_noted(tmp_path: Path) -> None:
     source = str(REPO / "data/samples/raw")
-    default = _gust("stage", "envgen", "--from", source, "--out", str(tmp_path / "a"), "--direct")
+    default = _gust("stage", "envgen", "--only", "--from", source, "--out", str(tmp_path / "a"), "--direct")
     assert default.returncode == 0, default.stderr[-2000:]
     assert "differs from the paper's" not in default.stderr
-    widened = _gust("stage", "envgen", "--from", source, "--out", str(tmp_path / "b"), "--direct",
+    widened = _gust("stage", "envgen", "--only", "--from", source, "--out", str(tmp_path / "b"), "--direct",
                     "--set", "envgen.min_tools=2")  # fmt: skip
     assert widened.returncode == 0, widened.stderr[-2000:]
     assert "note: envgen filter (min_tools=2, max_tools=20, max_params=4) differs from the paper's" in widened.stderr
@@ -180,11 +177,11 @@ def test_garbage_input_fails_with_the_reason_and_no_traceback(tmp_path: Path) ->
     assert proc.returncode == 1
     assert "stage 'ingest' failed on 100% of 1 inputs" in proc.stderr and "malformed_json=1" in proc.stderr
     # a single stage that produces nothing fails too, naming what ingest rejected
-    stage = _gust("stage", "envgen", "--from", str(garbage), "--out", str(tmp_path / "s"), "--direct")
+    stage = _gust("stage", "envgen", "--only", "--from", str(garbage), "--out", str(tmp_path / "s"), "--direct")
     assert stage.returncode == 1 and "malformed_json=1" in stage.stdout + stage.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
-    nothing = _gust("stage", "envgen", "--from", str(empty), "--out", str(tmp_path / "e"), "--direct")
+    nothing = _gust("stage", "envgen", "--only", "--from", str(empty), "--out", str(tmp_path / "e"), "--direct")
     assert nothing.returncode == 1 and "produced nothing (no input items)" in nothing.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
 

@@ -57,7 +57,7 @@ def test_hostile_tool_lists_through_stage_envgen(tmp_path: Path) -> None:
     lines = _generate(raw, sentinel)
     assert lines >= EXAMPLES
     env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_HOME": str(tmp_path / "prefect")}
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", "stage", "envgen", "--from", str(raw), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "flows.cli", "stage", "envgen", "--only", "--from", str(raw), "--out", str(out),
                            "--set", "budgets.envgen=1.0"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

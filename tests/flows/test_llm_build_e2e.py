@@ -64,15 +64,15 @@ def test_endpoint_down_then_up_loses_nothing(prefect_server: None, samples_dir: 
     with FakeOpenAIServer(twin, fail_rate=1.0, fail_statuses=(503,)) as server:
         cfg = _cfg(server, tmp_path / "run")
         with pytest.raises(BudgetExceededError, match="llm_unavailable="):
-            run_stage("envgen", samples_dir / "raw", cfg)  # loud: the stage lost everything to the outage
+            run_stage("envgen", samples_dir / "raw", cfg, only=True)  # loud: the stage lost everything to the outage
         report = json.loads((cfg.out / "reports" / "envgen.jsonl").read_text().splitlines()[-1])["summary"]
         assert report["produced"] == 0 and set(report["dropped"]) == {"llm_unavailable"}
         down = len(server.requests)
         assert down > 0
         server.fail_rate = 0.0  # the endpoint comes back: the next run asks it again and loses nothing
-        result = run_stage("envgen", samples_dir / "raw", cfg)
+        result = run_stage("envgen", samples_dir / "raw", cfg, only=True).stages["envgen"]
     assert len(server.requests) > down and twin.calls["refactor"] == report["inputs"]
-    assert result.report.dropped == {} and result.report.produced == report["inputs"]
+    assert result.dropped == {} and result.produced == report["inputs"]
 
 
 def test_cli_build_of_nothing_exits_non_zero_naming_why(prefect_server: None, tmp_path: Path) -> None:

@@ -164,3 +164,16 @@ def test_llm_user_in_the_loop_and_bounded_concurrency(export, tmp_path):
     assert summary.user_reasons.get("llm_stop") == 6
     assert all(r["messages"][0]["role"] == "system" and "###STOP###" in r["messages"][0]["content"]
                for r in user_requests)
+
+
+def test_an_exported_dataset_finds_its_own_environments(export, tmp_path):
+    """Issue 25: `gust eval gust --data EXPORT` (what `gust export` uploads) uses the export's own `envs/`."""
+    from data.gust import REPO_PLACEHOLDER
+    from data.hub import publish
+
+    gust_dir, _ = export
+    exported = tmp_path / "published"
+    publish(gust_dir, REPO_PLACEHOLDER, private=False, dry_run_dir=exported)
+    assert not (exported.parent / "envs").exists()  # nothing beside it to fall back on
+    tasks = load_eval_tasks(exported)
+    assert tasks and {Path(t.env_dir).parent for t in tasks} == {exported / "envs"}
