@@ -25,10 +25,16 @@ def test_second_holder_is_refused_and_named(tmp_path: Path) -> None:
 
 
 def test_lock_of_a_sigkilled_process_is_free(tmp_path: Path) -> None:
-    script = ("import sys, time; from pathlib import Path; from gustforge.runlock import run_lock\n"
-              "with run_lock(Path(sys.argv[1]), 'build'):\n    print('held', flush=True); time.sleep(120)\n")
-    holder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    script = (
+        "import sys, time; from pathlib import Path; from gustforge.runlock import run_lock\n"
+        "with run_lock(Path(sys.argv[1]), 'build'):\n    print('held', flush=True); time.sleep(120)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         with pytest.raises(RunLockedError, match=f"pid {holder.pid}"):

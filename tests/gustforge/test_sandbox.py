@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -270,11 +269,9 @@ def test_validation_errors() -> None:
     assert validation_errors({}, {"type": "nope"})[0].startswith("invalid schema")
 
 
-def test_worker_start_is_fast() -> None:
-    start = time.perf_counter()
+def test_worker_starts_and_answers() -> None:  # how fast: bench/sandbox.py
     with SandboxWorker(FAST) as w:
-        w.ping()
-    assert time.perf_counter() - start < 5.0  # generous: the machine is shared; typical is ~0.06 s
+        assert w.ping() >= 0 and w.alive
 
 
 def test_memory_fault_then_recovery(worker: SandboxWorker) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 import pytest
 
@@ -30,9 +29,7 @@ def zygote():
 
 def test_forked_workers_are_fresh_hardened_and_cheap(zygote: Zygote) -> None:
     first = SandboxWorker(LIMITS, zygote=zygote)  # starts the zygote
-    start = time.perf_counter()
-    with SandboxWorker(LIMITS, zygote=zygote) as second, first:
-        fork_seconds = time.perf_counter() - start
+    with SandboxWorker(LIMITS, zygote=zygote) as second, first:  # how fast a fork is: bench/sandbox.py
         assert first.pid != second.pid
         for worker in (first, second):
             assert worker.isolation["audit_hook"] == "installed"
@@ -42,7 +39,6 @@ def test_forked_workers_are_fresh_hardened_and_cheap(zygote: Zygote) -> None:
             assert first.isolation["privileges"].startswith("dropped from root")
         first.load(OK, {"a": 1})
         assert first.call("ok", {})["message"] == "ok" and second.get_db() == {}
-    assert fork_seconds < 5  # typically ~30 ms, against ~300 ms for a fresh interpreter
 
 
 def test_limits_hold_in_a_forked_worker(zygote: Zygote) -> None:
