@@ -9,8 +9,8 @@ see `fills`):
   p's name (``order_id``), or p's entity plus ``id`` (``order.id`` for ``order_id``);
 - ``key_role``: the same key behind role qualifiers (``skyId`` -> ``originSkyId``) or a bare ``id`` of B's entity;
 - ``same_name``: a non-key, non-generic field named exactly like p (``departure_time``) that A *produces*: A does
-  not take p itself (a tool echoing its own argument is not its source), and A is not a mutation echoing a record
-  back to a read of the same entity;
+  not take p itself (a tool echoing its own argument is not its source), A is not a mutation echoing a record
+  back to a read of the same entity, and B does not write p on a record of A's entity (``update_order.quantity``);
 - ``mentioned_source``: p's description names A (`"search_key can be retrieved from searchCarRentals"`); the
   field is the name-related one, else the closest by words;
 - ``computed_value``: A computes one value (its response has exactly one field besides ``status``/``message``)
@@ -268,8 +268,10 @@ def key_role(a: _View, b: _View, entities: frozenset[str]) -> list[Evidence]:
 
 @RULES.register("same_name")
 def same_name(a: _View, b: _View, entities: frozenset[str]) -> list[Evidence]:
-    """A non-key field that A produces (does not take as an argument) named exactly like p."""
-    if _echo(a, b):
+    """A non-key field that A produces (does not take as an argument) named exactly like p; not an attribute that B
+    writes on a record of A's own entity (``get_order.quantity`` does not feed ``update_order.quantity``)."""
+    writes_same = b.tool.kind in (ToolKind.CREATE, ToolKind.UPDATE) and a.entity is not None and a.entity == b.entity
+    if _echo(a, b) or writes_same:
         return []
     out = []
     for param, schema in _targets(b):
