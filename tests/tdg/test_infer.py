@@ -18,6 +18,7 @@ from gustforge.llm import LLMClient, LLMSettings
 from tdg.dus import sample_skeleton
 from tdg.fields import evidence_is_executable, parse_evidence
 from tdg.infer import (
+    DensityCap,
     build_graphs,
     candidate_pairs,
     edge_overlap,
@@ -244,6 +245,36 @@ class TestLLMInferer:
         assert [(d.src, d.dst) for d in dropped] == [("search_books", "get_book")]
         assert dropped[0].reason.startswith("malformed_judge_reply")
         assert [(e.src, e.dst) for e in edges] == [("list_members", "checkout_book")]
+
+    def test_semantic_verdict_without_evidence_is_dropped(self) -> None:
+        tools = library_tools()
+
+        def responder(request: dict[str, Any]) -> dict[str, Any]:
+            a, b = re.findall(r'"name": "(\w+)"', request["messages"][1]["content"])[:2]
+            semantic = (a, b) in {("search_books", "get_book"), ("checkout_book", "return_book")}
+            evidence = "return_book description: 'call checkout_book first'" if a == "checkout_book" else " "
+            return {"content": json.dumps({"edge": semantic, "type": "semantic" if semantic else "none",
+                                           "confidence": 0.8, "evidence": evidence})}  # fmt: skip
+
+        with FakeOpenAIServer(responder) as server:
+            settings = LLMSettings(backend="openai", base_url=server.base_url, model="fake-model", max_retries=0)
+            with LLMClient(settings) as client:
+                edges, dropped = judge_pairs(tools, client)
+        assert [(e.src, e.dst) for e in edges] == [("checkout_book", "return_book")]
+        assert [(d.src, d.dst, d.reason) for d in dropped] == [("search_books", "get_book", "semantic_without_evidence")]
+
+    def test_judge_edges_share_the_density_cap(self) -> None:
+        tools = library_tools()
+
+        def responder(request: dict[str, Any]) -> dict[str, Any]:
+            return {"content": json.dumps({"edge": True, "type": "semantic", "confidence": 0.6,
+                                           "evidence": "the scenario says so"})}  # fmt: skip
+
+        with FakeOpenAIServer(responder) as server:
+            settings = LLMSettings(backend="openai", base_url=server.base_url, model="fake-model", max_retries=0)
+            with LLMClient(settings) as client:
+                capped = infer_edges(tools, inferer="llm", client=client, cap=DensityCap(max_edges_per_tool=1.0))
+        assert len(capped) == len(tools)
 
     def test_judge_over_http_and_hallucinated_evidence_is_sanitized(self) -> None:
         tools = library_tools()
