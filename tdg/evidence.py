@@ -10,11 +10,14 @@ see `fills`):
 - ``key_role``: the same key behind role qualifiers (``skyId`` -> ``originSkyId``) or a bare ``id`` of B's entity;
 - ``same_name``: a non-key, non-generic field named exactly like p (``departure_time``) that A *produces*: A does
   not take p itself (a tool echoing its own argument is not its source), A is not a mutation echoing a record
-  back to a read of the same entity, and B does not write p on a record of A's entity (``update_order.quantity``);
+  back to a read of the same entity nor a delete (a removed record is no source), B is not an update setting p on
+  a record of A's entity (``update_order.quantity``), and p is not the bare ``name`` / ``title`` of a record B
+  creates;
 - ``mentioned_source``: p's description names A (`"search_key can be retrieved from searchCarRentals"`); the
   field is the name-related one, else the closest by words;
-- ``computed_value``: A computes one value (its response has exactly one field besides ``status``/``message``)
-  and p is a generic value slot of a compatible type (``number``, ``text``, ``message``, ``data``, ...):
+- ``computed_value``: A computes values (its response is at most three top-level scalars besides
+  ``status``/``message``, none of them a key) and p is a generic value slot of a compatible type (``number``,
+  ``text``, ``message``, ``data``, ...; a text slot also takes a number):
   ``calculate_discount.discount_amount -> calculate_squared.number``.
 
 Semantic (ordering) evidence, no value passed:
@@ -268,15 +271,17 @@ def key_role(a: _View, b: _View, entities: frozenset[str]) -> list[Evidence]:
 
 @RULES.register("same_name")
 def same_name(a: _View, b: _View, entities: frozenset[str]) -> list[Evidence]:
-    """A non-key field that A produces (does not take as an argument) named exactly like p; not an attribute that B
-    writes on a record of A's own entity (``get_order.quantity`` does not feed ``update_order.quantity``)."""
-    writes_same = b.tool.kind in (ToolKind.CREATE, ToolKind.UPDATE) and a.entity is not None and a.entity == b.entity
-    if _echo(a, b) or writes_same:
+    """A non-key field that A produces (does not take as an argument) named exactly like p; not an attribute that an
+    update B sets on a record of A's own entity (``get_order.quantity`` does not feed ``update_order.quantity``)."""
+    writes_same = b.tool.kind is ToolKind.UPDATE and a.entity is not None and a.entity == b.entity
+    if _echo(a, b) or writes_same or a.tool.kind is ToolKind.DELETE:
         return []
     out = []
     for param, schema in _targets(b):
         if param.lower() in GENERIC_NAMES or is_key_name(param, entities) or param in a.params:
             continue
+        if b.tool.kind is ToolKind.CREATE and len(_tokens(param)) == 1:
+            continue  # a create's bare `name` / `title` describes the new record
         score, f = _best_named(a, b, param, schema)
         if f is not None and score >= 0.9 and not is_key_name(f.leaf, entities) and f.leaf not in a.params:
             out.append(_param_evidence("same_name", a, b, param, f))
@@ -320,12 +325,19 @@ def _is_sink(param: str) -> bool:
 
 
 def _computed(a: _View) -> list[FieldRef]:
-    """A's computed values: all of its fields when it returns at most `_MAX_COMPUTED` top-level scalars of
-    declared types (a calculator, a converter, a translation), else none (A returns records)."""
+    """A's computed values: its non-key fields of declared types when it returns at most `_MAX_COMPUTED`
+    top-level scalars (a calculator, a converter, a translation), else none (A returns records). A key (an id, a
+    code, a path) names a record; it is not content for a generic slot (``channel_id`` is no message text)."""
     fields = list(a.fields)
     if not 0 < len(fields) <= _MAX_COMPUTED or any("[]" in f.path or "." in f.path for f in fields):
         return []
-    return [f for f in fields if f.type not in (None, "boolean")]
+    return [f for f in fields if f.type not in (None, "boolean") and not _names_a_record(f)]
+
+
+def _names_a_record(f: FieldRef) -> bool:
+    """A key field, except a number named ``*_number`` (``squared_number`` is a quantity, ``order_number`` text)."""
+    numeric = f.type in ("number", "integer") and _tokens(f.leaf)[-1:] in (["number"], ["no"])
+    return is_key_name(f.leaf) and not numeric
 
 
 def _takes(param: str, schema: Mapping[str, Any], f: FieldRef) -> bool:
