@@ -125,10 +125,10 @@ def _arm(env: Environment, dags: list[nx.DiGraph], skeletons: list[Skeleton], se
     }
 
 
-def _graphs(env: Any, cfg: TDGConfig) -> list[nx.DiGraph]:
+def _graphs(env: Any, cfg: TDGConfig, embedder: str = "auto") -> list[nx.DiGraph]:
     cap = DensityCap(max_providers=cfg.max_providers, max_edges_per_tool=cfg.max_edges_per_tool)
     return build_graphs(env, n_graphs=cfg.n_graphs, inferer=cfg.inferer, seed=cfg.seed, cap=cap,
-                        max_overlap=cfg.max_flow_overlap)  # fmt: skip
+                        max_overlap=cfg.max_flow_overlap, embedder=embedder)  # fmt: skip
 
 
 def bench_env(env: Environment, cfg: TDGConfig) -> dict[str, Any]:
@@ -140,7 +140,7 @@ def bench_env(env: Environment, cfg: TDGConfig) -> dict[str, Any]:
     coverage = sample_skeletons_for_coverage(
         dags, env_id=env.env_id, target_coverage=cfg.target_coverage, max_skeletons=cfg.max_skeletons,
         min_skeletons=cfg.min_skeletons, patience=cfg.patience, max_parallel=cfg.max_parallel,
-        max_stages=cfg.max_stages, seed=cfg.seed,
+        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages,
     )  # fmt: skip
     t2 = time.perf_counter()
     skeletons = list(coverage.skeletons)
@@ -214,14 +214,14 @@ def graph_envs(limit: int | None, seed: int) -> tuple[list[Any], dict[str, Any]]
     return envs, {"toolsets_after_ingest": ingest.report.produced, "envs": len(envs), "failed": dict(failed)}
 
 
-def graphs_env(env: Any, cfg: TDGConfig) -> dict[str, Any]:
+def graphs_env(env: Any, cfg: TDGConfig, embedder: str = "auto") -> dict[str, Any]:
     """One environment's graph figures and its DUS skeletons' stage links."""
-    graphs = _graphs(env, cfg)
+    graphs = _graphs(env, cfg, embedder)
     dags = [sanitize_to_dag(g).dag for g in graphs]
     coverage = sample_skeletons_for_coverage(
         dags, env_id=env.env_id, target_coverage=cfg.target_coverage, max_skeletons=cfg.max_skeletons,
         min_skeletons=cfg.min_skeletons, patience=cfg.patience, max_parallel=cfg.max_parallel,
-        max_stages=cfg.max_stages, seed=cfg.seed,
+        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages,
     )  # fmt: skip
     full = graphs[0]
     types = Counter(d.get("type") for *_, d in full.edges(data=True))
@@ -232,12 +232,14 @@ def graphs_env(env: Any, cfg: TDGConfig) -> dict[str, Any]:
             "skeletons": len(coverage.skeletons), "coverage": coverage.coverage}  # fmt: skip
 
 
-def graphs_report(limit: int | None, seed: int, inferer: str) -> dict[str, Any]:
+def graphs_report(limit: int | None, seed: int, inferer: str, embedder: str = "auto", paper_dus: bool = False,
+                  max_overlap: float | None = None) -> dict[str, Any]:  # fmt: skip
     """The `--graphs` figures over the Toucan servers (see the module docstring)."""
-    cfg = TDGConfig(seed=seed, inferer=inferer)
+    cfg = TDGConfig(seed=seed, inferer=inferer, linked_stages=not paper_dus,
+                    **({} if max_overlap is None else {"max_flow_overlap": max_overlap}))  # fmt: skip
     start = time.perf_counter()
     envs, build = graph_envs(limit, seed)
-    rows = [graphs_env(env, cfg) for env in envs]
+    rows = [graphs_env(env, cfg, embedder) for env in envs]
     types: Counter[str] = Counter()
     for r in rows:
         types.update(r["types"])
@@ -460,6 +462,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="With --devset: refit the earlier boosted-tree model on the dev split.")
     parser.add_argument("--graphs", action="store_true", help="Graph figures on the Toucan servers.")
     parser.add_argument("--inferer", default="deterministic", help="With --graphs: the edge inferer.")
+    parser.add_argument("--embedder", default="auto", help="With --graphs --inferer calibrated: its embedder.")
+    parser.add_argument("--paper-dus", action="store_true",
+                        help="With --graphs: the paper's DUS stages (k = min(|Q|, N) from the whole queue).")
+    parser.add_argument("--max-overlap", type=float, default=None,
+                        help="With --graphs: the flows' overlap limit (1.0 keeps every distinct flow).")
     parser.add_argument("--limit", type=int, default=None, help="Benchmark only the first N toolsets.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
@@ -472,7 +479,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sys.stdout.write("\n")
         return report
     if args.graphs:
-        report = graphs_report(args.limit, args.seed, args.inferer)
+        report = graphs_report(args.limit, args.seed, args.inferer, args.embedder, args.paper_dus, args.max_overlap)
         if args.out:
             write_json(args.out, report)
         json.dump(report, sys.stdout, indent=1, default=str)

@@ -28,6 +28,10 @@ class TDGConfig(StrictModel):
         default=0.7, ge=0.0, le=1.0, description="Most Jaccard overlap between the edge sets of two graphs (logical "
         "flows) of one environment; a flow closer to one kept before is skipped."
     )
+    linked_stages: bool = Field(
+        default=True, description="DUS: after the first stage sample only unlocked tools while there are any "
+        "(False: the paper's k = min(|Q|, N) from the whole ready queue, roots included)."
+    )
     max_parallel: int = Field(default=3, ge=1, description="N in k = min(|Q|, N): most tools per DUS stage.")
     max_stages: int = Field(default=6, ge=1, description="Most stages in one skeleton.")
     target_coverage: float = Field(

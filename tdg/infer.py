@@ -589,8 +589,8 @@ def build_graphs(
 
     Returns:
         Graphs with ``graph_index`` 0..k-1 (k <= n_graphs), ``env_id``, ``flow``, ``flow_variant``, ``inferer``
-        in ``g.graph``; the first is ``full``, each later one has edges and overlaps every earlier one by at most
-        `max_overlap`.
+        in ``g.graph``; the first is ``full``, each later one has edges, differs from every earlier one and
+        overlaps each by at most `max_overlap`.
     """
     tools = with_record_shapes(list(env.schemas), env.initial_db)
     edges = infer_edges(tools, inferer=inferer, client=client, embedder=embedder, cap=cap)
@@ -598,7 +598,8 @@ def build_graphs(
     kept: list[tuple[str, int, list[InferredEdge]]] = []
     for variant in range(len(flow_specs(tools, edges, seed=seed))):
         flow, chosen = select_flow(tools, edges, flow_variant=variant, seed=seed)
-        if kept and (not chosen or any(edge_overlap(chosen, other) > max_overlap for *_, other in kept)):
+        if kept and (not chosen or any(edge_overlap(chosen, other) > max_overlap or _pairs(chosen) == _pairs(other)
+                                       for *_, other in kept)):  # fmt: skip
             continue
         kept.append((flow, variant, chosen))
         if len(kept) == n_graphs:
