@@ -24,7 +24,13 @@ Semantic (ordering) evidence, no value passed:
 - ``described_order``: B's description names A together with an ordering cue (``first``, ``before``, ``after``,
   ``from``, ``returned by``, ``obtained``, ...); the evidence quotes it;
 - ``creates_record``: A creates a record of entity E and B takes E's key (``cancel_order.order_id`` after
-  ``create_order``) while A's response does not expose the key (otherwise it is a ``key_exact`` parameter edge).
+  ``create_order``) while A's response does not expose the key (otherwise it is a ``key_exact`` parameter edge);
+- ``declared_output``: A (a read or a create) says in its name or description that it returns a key B takes
+  (``find_user_id_by_email`` -> ``get_user_details.user_id``; "lists the name and product id") while its response
+  schema declares no such field and A does not take the key itself.
+
+Key rules skip an update or delete handing back the key it was given: the caller had it before (an ``action``
+is not skipped: verbless reads such as ``vehicle_details`` get that kind).
 
 Rules have no confidence of their own: `RuleCalibration` holds each rule's measured precision on the development
 ground truth (`tdg.devset`, written by ``bench/tdg.py --devset --fit``) and the precision a rule needs to be used.
@@ -92,6 +98,7 @@ _ORDER_CUES = re.compile(
     r"retrieved (from|via|by|using|with)|provided by|output of|result of|results of|requires?|must (call|use))\b",
     re.IGNORECASE,
 )
+_WRITES = frozenset({ToolKind.UPDATE, ToolKind.DELETE})
 _MIN_CLOSEST = 0.35  # lexical cosine a mentioned source's closest field needs to be named as the value
 _MAX_COMPUTED = 3  # a tool returning at most this many top-level scalars computes values (it returns no records)
 _TEXT_SINKS = frozenset("text message data content body string input".split())  # take a number as text too
@@ -215,7 +222,7 @@ def _mentions(text: str, view: _View) -> bool:
 Rule = Callable[[_View, _View, frozenset[str]], list[Evidence]]
 RULES: Registry[Rule] = Registry("tdg evidence rule")
 PARAMETER_RULES = ("key_exact", "key_role", "same_name", "mentioned_source", "computed_value")
-SEMANTIC_RULES = ("described_order", "creates_record")
+SEMANTIC_RULES = ("described_order", "creates_record", "declared_output")
 
 
 def _targets(b: _View) -> list[tuple[str, dict[str, Any]]]:
@@ -249,8 +256,8 @@ def _key_rule(a: _View, b: _View, entities: frozenset[str], *, low: float, high:
         return []
     out = []
     for param, schema in _targets(b):
-        if param.lower() in GENERIC_NAMES:
-            continue
+        if param.lower() in GENERIC_NAMES or (a.tool.kind in _WRITES and param in a.params):
+            continue  # an update / delete hands back the key it was given: the caller had it before
         score, f = _best_named(a, b, param, schema)
         if f is not None and low <= score <= high and (is_key_name(param, entities) or is_key_name(f.leaf, entities)):
             out.append(_param_evidence(rule, a, b, param, f))
@@ -385,6 +392,23 @@ def creates_record(a: _View, b: _View, entities: frozenset[str]) -> list[Evidenc
         if refers and _best_named(a, b, param, schema)[1] is None:
             note = f"{a.tool.name} creates the {a.entity} record that {b.tool.name}.{param} identifies"
             return [Evidence("creates_record", a.tool.name, b.tool.name, EdgeType.SEMANTIC, param=param, note=note)]
+    return []
+
+
+@RULES.register("declared_output")
+def declared_output(a: _View, b: _View, entities: frozenset[str]) -> list[Evidence]:
+    """A's name or description says it returns a key B takes (``find_user_id_by_email`` -> ``user_id``), A does
+    not take that key, and A's response declares no field for it (else a key rule draws a parameter edge)."""
+    if a.tool.kind not in (ToolKind.READ, ToolKind.CREATE):
+        return []
+    own = " " + " ".join(_tokens(a.tool.name)) + " " + " ".join(_tokens(a.tool.description)) + " "
+    for param, schema in _targets(b):
+        words = _tokens(param)
+        if len(words) < 2 or not is_key_name(param, entities) or param in a.params:
+            continue
+        if f" {' '.join(words)} " in own and _best_named(a, b, param, schema)[1] is None:
+            note = f"{a.tool.name} says it returns {' '.join(words)}, which {b.tool.name}.{param} takes"
+            return [Evidence("declared_output", a.tool.name, b.tool.name, EdgeType.SEMANTIC, param=param, note=note)]
     return []
 
 

@@ -79,6 +79,21 @@ class TestRules:
         rules = _by_rule([login, query, sheet, filings])
         assert rules.get("described_order") == {("create_session", "run_query")}
 
+    def test_a_tool_named_for_the_key_it_returns(self) -> None:
+        find = tool("find_user_id_by_email", ToolKind.READ, "emails", {"email": S}, ["email"], emails=S)
+        details = tool("get_user_details", ToolKind.READ, "users", {"user_id": S}, ["user_id"], full_name=S)
+        evidence = toolset_evidence([find, details])
+        assert [(e.rule, e.src, e.dst, e.type) for e in evidence] == [
+            ("declared_output", "find_user_id_by_email", "get_user_details", EdgeType.SEMANTIC)]
+
+    def test_a_write_handing_back_its_own_key_is_not_a_source(self) -> None:
+        order = {"type": "object", "properties": {"order_id": S, "status": S}}
+        cancel = tool("cancel_order", ToolKind.UPDATE, "orders", {"order_id": S}, ["order_id"], order=order)
+        refund = tool("refund_order", ToolKind.ACTION, "refunds", {"order_id": S}, ["order_id"], refund_id=S)
+        lookup = tool("get_order", ToolKind.READ, "orders", {"order_id": S}, ["order_id"], order=order)
+        pairs = _by_rule([cancel, refund, lookup])["key_exact"]
+        assert ("get_order", "refund_order") in pairs and ("cancel_order", "refund_order") not in pairs
+
     def test_name_similarity_alone_is_no_evidence(self) -> None:
         a = _described("get_weather_report", "Weather report for a city.", {"city": S}, summary=S)
         b = _described("get_weather_forecast", "Weather forecast for a city.", {"city": S, "days": INT}, outlook=S)
