@@ -246,7 +246,9 @@ def graphs_report(limit: int | None, seed: int, inferer: str, embedder: str = "a
     overlaps = [o for r in rows for o in r["overlaps"]]
     multi = [r for r in rows if r["graphs"] > 1]
     return {
-        "config": cfg.model_dump(), "build": build, "seconds": round(time.perf_counter() - start, 1),
+        "config": cfg.model_dump(),
+        "build": build,
+        "seconds": round(time.perf_counter() - start, 1),
         "tools_per_env": _dist([r["tools"] for r in rows]),
         "edges_per_tool_per_env": _dist([round(r["edges_per_tool"], 4) for r in rows]),
         "node_degree": _dist([d for r in rows for d in r["degrees"]]),
@@ -410,8 +412,10 @@ def _cross_source(items: list[Any], evidence: Any) -> dict[str, Any]:
     by_source = leave_one_source_out(items, evidence)
     two = {src: "toucan" if src == "toucan" else "nestful" for src in {i.source for i in items}}
     nestful_toucan = leave_one_source_out(items, evidence, groups=two)
-    return {"leave_one_source_out": {k: v for k, v in by_source.items() if k != "predicted"},
-            "nestful_vs_toucan": {k: v for k, v in nestful_toucan.items() if k != "predicted"}}
+    return {
+        "leave_one_source_out": {k: v for k, v in by_source.items() if k != "predicted"},
+        "nestful_vs_toucan": {k: v for k, v in nestful_toucan.items() if k != "predicted"},
+    }
 
 
 def devset_report(fit: bool, fit_calibrated: bool = False) -> dict[str, Any]:
@@ -428,15 +432,18 @@ def devset_report(fit: bool, fit_calibrated: bool = False) -> dict[str, Any]:
     evidence_s = round(time.perf_counter() - start, 1)
     report: dict[str, Any] = {
         "items": dict(Counter(i.source for i in items)),
-        "observed_edges": {src: sum(len(i.gold) for i in items if i.source == src) for src in sorted({
-            i.source for i in items})},
+        "observed_edges": {
+            src: sum(len(i.gold) for i in items if i.source == src) for src in sorted({i.source for i in items})
+        },
         "skipped_samples": devset.skipped,
         "rules_fired_true_of_fired": {r: list(c) for r, c in rule_counts(items, evidence).items()},
         "evidence_seconds": evidence_s,
     }
     if fit:
-        fitted_on = (f"tdg.devset, every source: {len(items)} items, {sum(len(i.gold) for i in items)} observed "
-                     "edges; precision = (true + 1) / (fired + 2) over the ordered pairs a rule fired on")
+        fitted_on = (
+            f"tdg.devset, every source: {len(items)} items, {sum(len(i.gold) for i in items)} observed "
+            "edges; precision = (true + 1) / (fired + 2) over the ordered pairs a rule fired on"
+        )
         rules_path().write_text(fit_rules(items, evidence, fitted_on=fitted_on).model_dump_json() + "\n")
         load_rules.cache_clear()
     if fit_calibrated:
@@ -447,8 +454,7 @@ def devset_report(fit: bool, fit_calibrated: bool = False) -> dict[str, Any]:
     report["cross_source"] = _cross_source(items, evidence)
     report["inferers"] = {
         "name_match (naive baseline, nothing fitted)": _pooled_scores(_predicted(items, "name_match"), items),
-        "calibrated[lexical] (earlier model, in-sample on dev)": _pooled_scores(_predicted(items, "calibrated"),
-                                                                                items),
+        "calibrated[lexical] (earlier model, in-sample on dev)": _pooled_scores(_predicted(items, "calibrated"), items),
         "deterministic (shipped rules, in-sample)": _pooled_scores(_predicted(items, "deterministic"), items),
     }
     return report
@@ -458,15 +464,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--devset", action="store_true", help="Edge precision/recall on the dev ground truth.")
     parser.add_argument("--fit", action="store_true", help="With --devset: refit the shipped rule precisions.")
-    parser.add_argument("--fit-calibrated", action="store_true",
-                        help="With --devset: refit the earlier boosted-tree model on the dev split.")
+    parser.add_argument(
+        "--fit-calibrated",
+        action="store_true",
+        help="With --devset: refit the earlier boosted-tree model on the dev split.",
+    )
     parser.add_argument("--graphs", action="store_true", help="Graph figures on the Toucan servers.")
     parser.add_argument("--inferer", default="deterministic", help="With --graphs: the edge inferer.")
     parser.add_argument("--embedder", default="auto", help="With --graphs --inferer calibrated: its embedder.")
-    parser.add_argument("--paper-dus", action="store_true",
-                        help="With --graphs: the paper's DUS stages (k = min(|Q|, N) from the whole queue).")
-    parser.add_argument("--max-overlap", type=float, default=None,
-                        help="With --graphs: the flows' overlap limit (1.0 keeps every distinct flow).")
+    parser.add_argument(
+        "--paper-dus",
+        action="store_true",
+        help="With --graphs: the paper's DUS stages (k = min(|Q|, N) from the whole queue).",
+    )
+    parser.add_argument(
+        "--max-overlap",
+        type=float,
+        default=None,
+        help="With --graphs: the flows' overlap limit (1.0 keeps every distinct flow).",
+    )
     parser.add_argument("--limit", type=int, default=None, help="Benchmark only the first N toolsets.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")

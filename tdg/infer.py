@@ -54,15 +54,15 @@ from gustforge.registry import Registry
 from tdg.embedding import resolve_embedder
 from tdg.evidence import Evidence, RuleCalibration, load_rules, toolset_evidence
 from tdg.fields import (
-    entity_of,
-    singular,
     enrich_response,
+    entity_of,
     format_evidence,
     name_relation,
     param_specs,
     parse_evidence,
     record_shapes,
     response_fields,
+    singular,
     types_compatible,
 )
 from tdg.prompts import make_judge_role, tool_json

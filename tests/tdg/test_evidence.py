@@ -37,8 +37,10 @@ class TestRules:
         assert evidence[0].text() == "search_books.response.books[].book_id -> get_book.book_id"
 
     def test_role_qualified_key(self) -> None:
-        tools = [tool("search_airport", ToolKind.READ, "airports", {"query": S}, ["query"], skyId=S),
-                 tool("search_flights", ToolKind.READ, "flights", {"originSkyId": S}, ["originSkyId"], price=NUM)]
+        tools = [
+            tool("search_airport", ToolKind.READ, "airports", {"query": S}, ["query"], skyId=S),
+            tool("search_flights", ToolKind.READ, "flights", {"originSkyId": S}, ["originSkyId"], price=NUM),
+        ]
         assert ("search_airport", "search_flights") in _by_rule(tools)["key_role"]
 
     def test_a_tool_echoing_its_own_argument_is_not_its_source(self) -> None:
@@ -49,8 +51,10 @@ class TestRules:
 
     def test_an_update_does_not_depend_on_reading_the_attribute_it_writes(self) -> None:
         order = {"type": "object", "properties": {"order_id": S, "quantity": INT}}
-        tools = [tool("get_order", ToolKind.READ, "orders", {"order_id": S}, ["order_id"], order=order),
-                 tool("update_order", ToolKind.UPDATE, "orders", {"order_id": S, "quantity": INT}, ["order_id"])]
+        tools = [
+            tool("get_order", ToolKind.READ, "orders", {"order_id": S}, ["order_id"], order=order),
+            tool("update_order", ToolKind.UPDATE, "orders", {"order_id": S, "quantity": INT}, ["order_id"]),
+        ]
         params = {e.param for e in toolset_evidence(tools) if (e.src, e.dst) == ("get_order", "update_order")}
         assert params == {"order_id"}
 
@@ -65,8 +69,14 @@ class TestRules:
     def test_a_computed_value_feeds_a_generic_slot_but_a_record_list_does_not(self) -> None:
         calc = tool("calculate_discount", ToolKind.ACTION, None, {"price": NUM}, ["price"], discount_amount=NUM)
         square = tool("calculate_square", ToolKind.ACTION, None, {"number": NUM}, ["number"], squared=NUM)
-        listing = tool("list_prices", ToolKind.READ, "prices", {}, [],
-                       prices={"type": "array", "items": {"type": "object", "properties": {"value": NUM}}})
+        listing = tool(
+            "list_prices",
+            ToolKind.READ,
+            "prices",
+            {},
+            [],
+            prices={"type": "array", "items": {"type": "object", "properties": {"value": NUM}}},
+        )
         pairs = _by_rule([calc, square, listing]).get("computed_value", set())
         assert ("calculate_discount", "calculate_square") in pairs
         assert not {p for p in pairs if p[0] == "list_prices"}
@@ -84,7 +94,8 @@ class TestRules:
         details = tool("get_user_details", ToolKind.READ, "users", {"user_id": S}, ["user_id"], full_name=S)
         evidence = toolset_evidence([find, details])
         assert [(e.rule, e.src, e.dst, e.type) for e in evidence] == [
-            ("declared_output", "find_user_id_by_email", "get_user_details", EdgeType.SEMANTIC)]
+            ("declared_output", "find_user_id_by_email", "get_user_details", EdgeType.SEMANTIC)
+        ]
 
     def test_a_write_handing_back_its_own_key_is_not_a_source(self) -> None:
         order = {"type": "object", "properties": {"order_id": S, "status": S}}
@@ -137,8 +148,10 @@ class TestDensityCap:
 
 class TestRuleCalibration:
     def test_rules_below_the_minimum_draw_no_edges(self) -> None:
-        evidence = [Evidence("key_exact", "a", "b", EdgeType.PARAMETER, "x_id", "x_id"),
-                    Evidence("same_name", "b", "c", EdgeType.PARAMETER, "name", "name")]
+        evidence = [
+            Evidence("key_exact", "a", "b", EdgeType.PARAMETER, "x_id", "x_id"),
+            Evidence("same_name", "b", "c", EdgeType.PARAMETER, "name", "name"),
+        ]
         rules = RuleCalibration(precision={"key_exact": 0.8, "same_name": 0.3}, min_precision=0.45)
         edges = edges_from_evidence(evidence, rules)
         assert [(e.src, e.dst, e.confidence) for e in edges] == [("a", "b", 0.8)]

@@ -261,7 +261,9 @@ class TestLLMInferer:
             with LLMClient(settings) as client:
                 edges, dropped = judge_pairs(tools, client)
         assert [(e.src, e.dst) for e in edges] == [("checkout_book", "return_book")]
-        assert [(d.src, d.dst, d.reason) for d in dropped] == [("search_books", "get_book", "semantic_without_evidence")]
+        assert [(d.src, d.dst, d.reason) for d in dropped] == [
+            ("search_books", "get_book", "semantic_without_evidence")
+        ]
 
     def test_judge_edges_share_the_density_cap(self) -> None:
         tools = library_tools()
