@@ -66,6 +66,7 @@ from tdg.fields import (
     singular,
     types_compatible,
 )
+from tdg.scoring import KIND_RANK, VERBS, tool_entity
 
 __all__ = [
     "Evidence",
@@ -82,11 +83,6 @@ __all__ = [
     "toolset_evidence",
 ]
 
-KIND_RANK = {ToolKind.CREATE: 0, ToolKind.READ: 1, ToolKind.UPDATE: 2, ToolKind.ACTION: 2, ToolKind.DELETE: 3}
-_VERBS = frozenset(
-    "get list search find fetch read show view query lookup check create add new make register insert post book "
-    "update set edit modify change patch put rename assign move delete remove cancel drop clear archive".split()
-)
 # Last parameter-name tokens (digits stripped) of a slot that accepts any value of its type.
 _SINK_WORDS = frozenset(
     "text message data content number num value input body string amount total price expression numbers".split()
@@ -185,14 +181,6 @@ def _tokens(text: str) -> list[str]:
     return [singular(t) for t in name_tokens(text)]
 
 
-def tool_entity(tool: ToolSchema) -> str | None:
-    """The entity a tool works on: its declared DB collection, else the first non-verb token of its name."""
-    if tool.entity:
-        return singular(tool.entity)
-    tokens = [t for t in name_tokens(tool.name) if t not in _VERBS and t not in GENERIC_NAMES]
-    return singular(tokens[0]) if tokens else None
-
-
 def _view(tool: ToolSchema) -> _View:
     raw = tool.raw_name.rsplit("/", 1)[-1] if tool.raw_name else tool.name
     tokens = _tokens(raw) if len(_tokens(raw)) >= len(_tokens(tool.name)) else _tokens(tool.name)
@@ -207,7 +195,7 @@ def _names(view: _View) -> list[list[str]]:
     for seq in list(seqs):
         for cut in range(1, len(seq) - 1):
             tail = seq[cut:]
-            if len(tail) >= 2 and tail[0] in _VERBS:
+            if len(tail) >= 2 and tail[0] in VERBS:
                 seqs.append(tail)
     return [s for s in seqs if len(s) >= 2]
 
