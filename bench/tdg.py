@@ -1,21 +1,27 @@
-"""TDG benchmarks: (1) edge precision/recall of every inferer on the development ground truth, (2) DUS vs random walk
-over environments built offline from the Toucan MCP servers (shared corpora).
+"""TDG benchmarks: (1) edge precision/recall of every inferer on the development ground truth, (2) the graphs the
+deterministic inferer draws on the Toucan MCP servers (density, flow overlap, DUS stages that receive values), (3) DUS
+vs random walk over environments built offline from the same servers.
 
 (1) `--devset`: `tdg.devset` (NESTFUL from the installed `nestful-wrapper` package + Toucan traces; τ²-bench and
-BFCL are never used). Every inferer (the ``name_match`` baseline, ``deterministic`` with the lexical fallback and
-with MiniLM when installed) is scored on the ``dev`` split (which the calibration was fitted on) and on the
-``heldout`` split (never fitted), overall and per source. `--fit` refits the boosted-tree calibration on ``dev``,
-reports a nested cross-validation estimate of that fitting procedure on ``dev`` and writes the models to
-``tdg/calibration/<embedder>.json`` (needs scikit-learn, which the `embed` extra brings).
+BFCL are never used). The headline is the **cross-source** figure of the rule-based ``deterministic`` inferer
+(`tdg.crosssource.leave_one_source_out`: rule precisions fitted on every source but one, scored on the one left
+out, pooled, with bootstrap intervals), per source and NESTFUL <-> Toucan; beside it the naive ``name_match``
+baseline (output field -> same-named parameter), the earlier ``calibrated`` similarity model (lexical embedder) and
+the shipped rules in-sample. `--fit` refits the shipped rule precisions (`tdg/calibration/rules.json`) on every
+item; `--fit-calibrated` refits the earlier boosted-tree model (needs scikit-learn).
 
-(2) DUS vs random walk:
+(2) `--graphs`: ingest -> refactor -> mock DB (no code generation) on the Toucan servers, then per environment the
+graphs (`tdg.infer.build_graphs` with the default `TDGConfig`), sanitization and coverage-oriented DUS: edges per
+tool, node degree, edge types, graphs per environment, the Jaccard overlap of an environment's graphs, and the share
+of DUS stages (after the first) whose tools receive a value (a parameter edge) from an earlier stage.
 
-Builds environments with the offline envgen pieces (ingest -> refactor -> database -> tools code; the generated unit
-tests are not run here), then per environment: graph inference + sanitization, coverage-oriented DUS,
-reconstruction, and the random-walk baseline on the same DAGs with the same number of skeletons.
+(3) DUS vs random walk (default): builds environments with the offline envgen pieces (ingest -> refactor ->
+database -> tools code; the generated unit tests are not run here), then per environment: graph inference +
+sanitization, coverage-oriented DUS, reconstruction, and the random-walk baseline on the same DAGs with the same
+number of skeletons.
 
-Run: `.venv/bin/python bench/tdg.py --devset [--fit]` for (1); `.venv/bin/python bench/tdg.py [--limit N]
-[--out bench_tdg.json]` for (2); each prints one JSON object.
+Run: `.venv/bin/python bench/tdg.py --devset [--fit]` for (1); `.venv/bin/python bench/tdg.py --graphs [--limit N]`
+for (2); `.venv/bin/python bench/tdg.py [--limit N] [--out bench_tdg.json]` for (3); each prints one JSON object.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from envgen.config import EnvGenConfig  # noqa: E402
 from envgen.runtime import Environment  # noqa: E402
 from tdg.config import TDGConfig  # noqa: E402
 from tdg.dus import random_walk_skeleton, sample_skeletons_for_coverage  # noqa: E402
-from tdg.infer import build_graphs  # noqa: E402
+from tdg.graphstats import StageLinks, edges_per_tool, flow_overlaps, stage_links  # noqa: E402
+from tdg.infer import DensityCap, build_graphs  # noqa: E402
 from tdg.reconstruct import reconstruct_all  # noqa: E402
 from tdg.sanitize import sanitize_to_dag  # noqa: E402
 
@@ -113,20 +120,27 @@ def _arm(env: Environment, dags: list[nx.DiGraph], skeletons: list[Skeleton], se
         "consistent": sum(_dependency_consistent(dags[s.graph_index], s) for s in skeletons),
         "lengths": [len(_calls(t)) for t in result.traces],
         "stages": [len(t.stages) for t in result.traces],
+        "links": sum((stage_links(dags[s.graph_index], s) for s in skeletons), StageLinks()),
         "seconds": elapsed,
     }
 
 
+def _graphs(env: Any, cfg: TDGConfig, embedder: str = "auto") -> list[nx.DiGraph]:
+    cap = DensityCap(max_providers=cfg.max_providers, max_edges_per_tool=cfg.max_edges_per_tool)
+    return build_graphs(env, n_graphs=cfg.n_graphs, inferer=cfg.inferer, seed=cfg.seed, cap=cap,
+                        max_overlap=cfg.max_flow_overlap, embedder=embedder)  # fmt: skip
+
+
 def bench_env(env: Environment, cfg: TDGConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
-    graphs = build_graphs(env, n_graphs=cfg.n_graphs, inferer=cfg.inferer, seed=cfg.seed)
+    graphs = _graphs(env, cfg)
     sanitized = [sanitize_to_dag(g) for g in graphs]
     dags = [s.dag for s in sanitized]
     t1 = time.perf_counter()
     coverage = sample_skeletons_for_coverage(
         dags, env_id=env.env_id, target_coverage=cfg.target_coverage, max_skeletons=cfg.max_skeletons,
         min_skeletons=cfg.min_skeletons, patience=cfg.patience, max_parallel=cfg.max_parallel,
-        max_stages=cfg.max_stages, seed=cfg.seed,
+        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages,
     )  # fmt: skip
     t2 = time.perf_counter()
     skeletons = list(coverage.skeletons)
@@ -165,24 +179,90 @@ def _summarize_arm(rows: list[dict[str, Any]], arm: str) -> dict[str, Any]:
         "calls_per_trace": _dist([n for a in arms for n in a["lengths"]]),
         "stages_per_trace": _dist([n for a in arms for n in a["stages"]]),
         "traces_per_s": round(traces / sum(a["seconds"] for a in arms), 2),
+        "stages_receiving_values": _link_shares(sum((a["links"] for a in arms), StageLinks())),
         "drop_reasons": dict(reasons.most_common()),
     }
 
 
-def _devset_scores(devset: Any, inferer: str, embedder: str) -> dict[str, Any]:
-    from tdg.devset import bootstrap_interval, score_edges
-    from tdg.infer import infer_edges
+def _link_shares(links: StageLinks) -> dict[str, Any]:
+    """Shares of DUS stages after the first whose tools (every one / at least one) receive an earlier value."""
+    n = max(links.stages, 1)
+    return {"stages_after_first": links.stages, "every_tool_share": round(links.every_tool / n, 4),
+            "some_tool_share": round(links.some_tool / n, 4)}  # fmt: skip
 
+
+def graph_envs(limit: int | None, seed: int) -> tuple[list[Any], dict[str, Any]]:
+    """Toucan servers -> (env_id, schemas, initial_db) through ingest, the offline refactor and the mock DB; no code
+    generation (the graphs need only schemas and records)."""
+    from types import SimpleNamespace
+
+    from envgen.database import synthesize_database
+    from envgen.ingest import read_toolsets
+    from envgen.refactor import refactor_toolset
+
+    cfg = EnvGenConfig(seed=seed)
+    ingest = read_toolsets(SERVERS, cfg=cfg)
+    envs, failed = [], Counter()
+    for toolset in ingest.toolsets[:limit]:
+        try:
+            refactored = refactor_toolset(toolset, cfg)
+            db = synthesize_database(refactored, seed=seed)
+        except Exception as exc:  # noqa: BLE001 - the benchmark counts build failures by type
+            failed[type(exc).__name__] += 1
+            continue
+        envs.append(SimpleNamespace(env_id=toolset.toolset_id, schemas=list(refactored.tools), initial_db=db))
+    return envs, {"toolsets_after_ingest": ingest.report.produced, "envs": len(envs), "failed": dict(failed)}
+
+
+def graphs_env(env: Any, cfg: TDGConfig, embedder: str = "auto") -> dict[str, Any]:
+    """One environment's graph figures and its DUS skeletons' stage links."""
+    graphs = _graphs(env, cfg, embedder)
+    dags = [sanitize_to_dag(g).dag for g in graphs]
+    coverage = sample_skeletons_for_coverage(
+        dags, env_id=env.env_id, target_coverage=cfg.target_coverage, max_skeletons=cfg.max_skeletons,
+        min_skeletons=cfg.min_skeletons, patience=cfg.patience, max_parallel=cfg.max_parallel,
+        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages,
+    )  # fmt: skip
+    full = graphs[0]
+    types = Counter(d.get("type") for *_, d in full.edges(data=True))
+    return {"tools": full.number_of_nodes(), "edges": full.number_of_edges(), "edges_per_tool": edges_per_tool(full),
+            "degrees": [d for _, d in full.degree()], "types": types, "graphs": len(graphs),
+            "flows": [g.graph["flow"].split(":")[0] for g in graphs], "overlaps": flow_overlaps(graphs),
+            "links": sum((stage_links(dags[s.graph_index], s) for s in coverage.skeletons), StageLinks()),
+            "skeletons": len(coverage.skeletons), "coverage": coverage.coverage}  # fmt: skip
+
+
+def graphs_report(limit: int | None, seed: int, inferer: str, embedder: str = "auto", paper_dus: bool = False,
+                  max_overlap: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """The `--graphs` figures over the Toucan servers (see the module docstring)."""
+    cfg = TDGConfig(seed=seed, inferer=inferer, linked_stages=not paper_dus,
+                    **({} if max_overlap is None else {"max_flow_overlap": max_overlap}))  # fmt: skip
     start = time.perf_counter()
-    predicted = {it.item_id: [(e.src, e.dst) for e in infer_edges(it.tools, inferer=inferer, embedder=embedder)]
-                 for it in devset.items}  # fmt: skip
-    out: dict[str, Any] = {"seconds": round(time.perf_counter() - start, 1)}
-    for split in ("dev", "heldout"):
-        items = [i for i in devset.items if i.split == split]
-        out[split] = {**score_edges(predicted, items), "ci95": bootstrap_interval(predicted, items)}
-    out["per_source"] = {src: score_edges(predicted, [i for i in devset.items if i.source == src])
-                         for src in sorted({i.source for i in devset.items})}  # fmt: skip
-    return out
+    envs, build = graph_envs(limit, seed)
+    rows = [graphs_env(env, cfg, embedder) for env in envs]
+    types: Counter[str] = Counter()
+    for r in rows:
+        types.update(r["types"])
+    overlaps = [o for r in rows for o in r["overlaps"]]
+    multi = [r for r in rows if r["graphs"] > 1]
+    return {
+        "config": cfg.model_dump(),
+        "build": build,
+        "seconds": round(time.perf_counter() - start, 1),
+        "tools_per_env": _dist([r["tools"] for r in rows]),
+        "edges_per_tool_per_env": _dist([round(r["edges_per_tool"], 4) for r in rows]),
+        "node_degree": _dist([d for r in rows for d in r["degrees"]]),
+        "edges_per_env": _dist([r["edges"] for r in rows]),
+        "envs_without_edges": sum(r["edges"] == 0 for r in rows),
+        "edge_types": dict(types),
+        "graphs_per_env": dict(sorted(Counter(r["graphs"] for r in rows).items())),
+        "flows": dict(Counter(f for r in rows for f in r["flows"])),
+        "flow_overlap_pairs": _dist([round(o, 4) for o in overlaps]),
+        "envs_with_overlap_above_0.7": sum(any(o > 0.7 for o in r["overlaps"]) for r in multi),
+        "skeletons": sum(r["skeletons"] for r in rows),
+        "skeleton_coverage_per_env": _dist([round(r["coverage"], 4) for r in rows]),
+        "dus_stages_receiving_values": _link_shares(sum((r["links"] for r in rows), StageLinks())),
+    }
 
 
 _FOLDS = 5
@@ -310,36 +390,159 @@ def _fit(devset: Any, embedder_name: str) -> dict[str, Any]:
             "heldout_brier_of_base_rate": round(float(np.mean((y[dev].mean() - y[~dev]) ** 2)), 4)}  # fmt: skip
 
 
-def devset_report(fit: bool) -> dict[str, Any]:
-    """Precision/recall of every inferer on the dev set (see the module docstring)."""
+def _pooled_scores(predicted: dict[str, list[tuple[str, str]]], items: list[Any]) -> dict[str, Any]:
+    """Pooled precision/recall with bootstrap intervals, and per source."""
+    from tdg.devset import bootstrap_interval, score_edges
+
+    return {"pooled": {**score_edges(predicted, items), "ci95": bootstrap_interval(predicted, items)},
+            "per_source": {src: score_edges(predicted, [i for i in items if i.source == src])
+                           for src in sorted({i.source for i in items})}}  # fmt: skip
+
+
+def _predicted(items: list[Any], inferer: str, embedder: str = "lexical") -> dict[str, list[tuple[str, str]]]:
+    from tdg.infer import infer_edges
+
+    return {it.item_id: [(e.src, e.dst) for e in infer_edges(it.tools, inferer=inferer, embedder=embedder)]
+            for it in items}  # fmt: skip
+
+
+def _cross_source(items: list[Any], evidence: Any) -> dict[str, Any]:
+    from tdg.crosssource import leave_one_source_out
+
+    by_source = leave_one_source_out(items, evidence)
+    two = {src: "toucan" if src == "toucan" else "nestful" for src in {i.source for i in items}}
+    nestful_toucan = leave_one_source_out(items, evidence, groups=two)
+    return {
+        "leave_one_source_out": {k: v for k, v in by_source.items() if k != "predicted"},
+        "nestful_vs_toucan": {k: v for k, v in nestful_toucan.items() if k != "predicted"},
+    }
+
+
+def _calibrated_cross_source(items: list[Any]) -> dict[str, Any]:
+    """The earlier boosted-tree model (lexical) under the same leave-one-source-out: per left-out source, model and
+    threshold fitted as `_fit` does (highest out-of-fold recall at precision >= `_MIN_OOF_PRECISION`) on the other
+    sources; its output is scored pair by pair as in `_fit` (model edges minus echoes, plus verb-order edges)."""
+    import numpy as np
+    from sklearn.ensemble import GradientBoostingClassifier
+
+    from tdg.devset import bootstrap_interval, score_edges
+    from tdg.embedding import resolve_embedder
+    from tdg.infer import verb_order_edges
+    from tdg.scoring import model_features, pair_evidence
+
+    embedder, features = resolve_embedder("lexical"), model_features("lexical")
+    rows = []
+    for item in items:
+        rule = {(e.src, e.dst) for e in verb_order_edges(item.tools)}
+        for ev in pair_evidence(item.tools, embedder):
+            pair = (ev.src, ev.dst)
+            rows.append(
+                (item.item_id, item.source, _fold(item.item_id, "tdg-fold"), pair in rule, ev, pair in item.gold)
+            )
+    x = np.array([[r[4].features[f] for f in features] for r in rows])
+    y, source = np.array([r[5] for r in rows], dtype=bool), np.array([r[1] for r in rows])
+    folds, by_rule = np.array([r[2] for r in rows]), np.array([r[3] for r in rows])
+    echo = np.array([r[4].features["echo"] > 0 for r in rows])
+    chosen = np.zeros(len(y), dtype=bool)
+    thresholds = {}
+    for left_out in sorted(set(source.tolist())):
+        train, test = source != left_out, source == left_out
+        threshold, _ = _pick_threshold(_out_of_fold(x, y, folds, train), y, echo, by_rule, train)
+        p = GradientBoostingClassifier(**_GBM).fit(x[train], y[train]).predict_proba(x[test])[:, 1]
+        chosen[test] = _output(p, threshold, echo[test], by_rule[test])
+        thresholds[left_out] = round(threshold, 2)
+    predicted: dict[str, list[tuple[str, str]]] = {}
+    for row, keep in zip(rows, chosen, strict=True):
+        if keep:
+            predicted.setdefault(row[0], []).append((row[4].src, row[4].dst))
+    pooled = {**score_edges(predicted, items), "ci95": bootstrap_interval(predicted, items)}
+    return {"pooled": pooled, "thresholds": thresholds}
+
+
+def devset_report(fit: bool, fit_calibrated: bool = False) -> dict[str, Any]:
+    """Cross-source precision/recall of the rule-based inferer and the other inferers' pooled figures on the dev
+    ground truth (see the module docstring)."""
+    from tdg.crosssource import fit_rules, item_evidence, rule_counts
     from tdg.devset import load_devset
-    from tdg.embedding import minilm_available
+    from tdg.evidence import load_rules, rules_path
 
     devset = load_devset(corpus_dir=CORPUS)
-    embedders = ["lexical"] + (["minilm"] if minilm_available() else [])
+    items = list(devset.items)
+    start = time.perf_counter()
+    evidence = item_evidence(items)
+    evidence_s = round(time.perf_counter() - start, 1)
     report: dict[str, Any] = {
-        "items": {split: sum(i.split == split for i in devset.items) for split in ("dev", "heldout")},
+        "items": dict(Counter(i.source for i in items)),
+        "observed_edges": {
+            src: sum(len(i.gold) for i in items if i.source == src) for src in sorted({i.source for i in items})
+        },
         "skipped_samples": devset.skipped,
-        "minilm_installed": minilm_available(),
-        "inferers": {"name_match": _devset_scores(devset, "name_match", "lexical")},
+        "rules_fired_true_of_fired": {r: list(c) for r, c in rule_counts(items, evidence).items()},
+        "evidence_seconds": evidence_s,
     }
     if fit:
-        report["calibration"] = [_fit(devset, name) for name in embedders]
-    for name in embedders:
-        report["inferers"][f"deterministic[{name}]"] = _devset_scores(devset, "deterministic", name)
+        fitted_on = (
+            f"tdg.devset, every source: {len(items)} items, {sum(len(i.gold) for i in items)} observed "
+            "edges; precision = (true + 1) / (fired + 2) over the ordered pairs a rule fired on"
+        )
+        rules_path().write_text(fit_rules(items, evidence, fitted_on=fitted_on).model_dump_json() + "\n")
+        load_rules.cache_clear()
+    if fit_calibrated:
+        from tdg.embedding import minilm_available
+
+        report["calibration"] = [_fit(devset, name) for name in ["lexical"] + (["minilm"] if minilm_available()
+                                                                                  else [])]  # fmt: skip
+    report["cross_source"] = _cross_source(items, evidence)
+    try:
+        report["cross_source"]["calibrated[lexical] (earlier model), leave one source out"] = _calibrated_cross_source(
+            items
+        )
+    except ImportError:  # scikit-learn comes with the `embed` extra
+        report["cross_source"]["calibrated[lexical] (earlier model), leave one source out"] = "needs scikit-learn"
+    report["inferers"] = {
+        "name_match (naive baseline, nothing fitted)": _pooled_scores(_predicted(items, "name_match"), items),
+        "calibrated[lexical] (earlier model, in-sample on dev)": _pooled_scores(_predicted(items, "calibrated"), items),
+        "deterministic (shipped rules, in-sample)": _pooled_scores(_predicted(items, "deterministic"), items),
+    }
     return report
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--devset", action="store_true", help="Edge precision/recall on the dev ground truth.")
-    parser.add_argument("--fit", action="store_true", help="With --devset: refit the calibration on the dev split.")
+    parser.add_argument("--fit", action="store_true", help="With --devset: refit the shipped rule precisions.")
+    parser.add_argument(
+        "--fit-calibrated",
+        action="store_true",
+        help="With --devset: refit the earlier boosted-tree model on the dev split.",
+    )
+    parser.add_argument("--graphs", action="store_true", help="Graph figures on the Toucan servers.")
+    parser.add_argument("--inferer", default="deterministic", help="With --graphs: the edge inferer.")
+    parser.add_argument("--embedder", default="auto", help="With --graphs --inferer calibrated: its embedder.")
+    parser.add_argument(
+        "--paper-dus",
+        action="store_true",
+        help="With --graphs: the paper's DUS stages (k = min(|Q|, N) from the whole queue).",
+    )
+    parser.add_argument(
+        "--max-overlap",
+        type=float,
+        default=None,
+        help="With --graphs: the flows' overlap limit (1.0 keeps every distinct flow).",
+    )
     parser.add_argument("--limit", type=int, default=None, help="Benchmark only the first N toolsets.")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None, help="Also write the JSON here.")
     args = parser.parse_args(argv)
     if args.devset:
-        report = devset_report(args.fit)
+        report = devset_report(args.fit, args.fit_calibrated)
+        if args.out:
+            write_json(args.out, report)
+        json.dump(report, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return report
+    if args.graphs:
+        report = graphs_report(args.limit, args.seed, args.inferer, args.embedder, args.paper_dus, args.max_overlap)
         if args.out:
             write_json(args.out, report)
         json.dump(report, sys.stdout, indent=1, default=str)

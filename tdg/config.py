@@ -12,8 +12,26 @@ __all__ = ["TDGConfig"]
 class TDGConfig(StrictModel):
     """One frozen config for graphs → DAGs → skeletons → golden traces (ToolVerse §3.2, §4.2)."""
 
-    inferer: str = Field(default="deterministic", description="Edge inferer: 'deterministic' or 'llm' (judge).")
-    n_graphs: int = Field(default=3, ge=1, le=16, description="Distinct dependency graphs per environment (paper: 3).")
+    inferer: str = Field(
+        default="deterministic", description="Edge inferer: 'deterministic' (evidence rules), 'llm' (judge), "
+        "'calibrated' (the earlier similarity model) or 'name_match' (naive baseline)."
+    )
+    n_graphs: int = Field(
+        default=3, ge=1, le=16, description="Most distinct dependency graphs per environment (paper: 3); fewer when "
+        "the environment has fewer flows that differ by `max_flow_overlap`."
+    )
+    max_providers: int = Field(default=2, ge=1, description="Most providers kept per (tool, argument) in a graph.")
+    max_edges_per_tool: float = Field(
+        default=1.5, gt=0, description="Density cap: most edges of an environment's graph per tool."
+    )
+    max_flow_overlap: float = Field(
+        default=0.7, ge=0.0, le=1.0, description="Most Jaccard overlap between the edge sets of two graphs (logical "
+        "flows) of one environment; a flow closer to one kept before is skipped."
+    )
+    linked_stages: bool = Field(
+        default=True, description="DUS: after the first stage sample only unlocked tools while there are any "
+        "(False: the paper's k = min(|Q|, N) from the whole ready queue, roots included)."
+    )
     max_parallel: int = Field(default=3, ge=1, description="N in k = min(|Q|, N): most tools per DUS stage.")
     max_stages: int = Field(default=6, ge=1, description="Most stages in one skeleton.")
     target_coverage: float = Field(

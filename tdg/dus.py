@@ -1,7 +1,10 @@
 """Dynamic Unlocking Sampling (ToolVerse §3.2.2) and coverage-oriented skeleton sampling (App. B.3).
 
 DUS keeps a ready queue Q of tools whose requirements are met, starting from the zero in-degree roots. Each stage
-samples k = min(|Q|, N) tools from Q; after the stage runs, a tool joins Q once its requirements are met. A
+samples k = min(|Q|, N) tools from Q; after the stage runs, a tool joins Q once its requirements are met. With
+``linked`` (the default, `TDGConfig.linked_stages`) a stage after the first samples only from the tools the run
+unlocked while there are any, so its tools receive what earlier stages produced instead of sharing the stage with
+unrelated roots; roots are sampled again only when nothing is unlocked. A
 tool's requirements are its arguments, not its predecessors: parameter edges that provide the same argument are
 alternatives (one executed provider suffices), each semantic edge (no argument named) is a requirement of its own.
 So every tool of a stage has a provider of each of its dependency arguments in an earlier stage, and no skeleton
@@ -109,6 +112,7 @@ def sample_skeleton(
     weights: Mapping[str, float] | None = None,
     env_id: str | None = None,
     graph_index: int | None = None,
+    linked: bool = True,
 ) -> Skeleton:
     """One DUS skeleton over `dag`.
 
@@ -120,6 +124,10 @@ def sample_skeleton(
         weights: Optional sampling weight per tool (default 1.0); used to steer toward uncovered tools.
         env_id: Defaults to ``dag.graph["env_id"]``.
         graph_index: Defaults to ``dag.graph["graph_index"]``.
+        linked: After the first stage, sample only from the tools the run so far unlocked (tools with
+            requirements, all met) while there are any, so a stage does not mix them with unrelated roots that
+            receive nothing; roots are sampled again only when nothing is unlocked (to unlock a join). False: the
+            paper's plain k = min(|Q|, N) from the whole ready queue.
 
     Returns:
         The skeleton; each stage's tools are sorted by name.
@@ -151,7 +159,9 @@ def sample_skeleton(
             break
         if not open_ or stalled:
             break
-        chosen = _weighted_sample(open_, min(len(open_), max_parallel), lead if not stages else weights or {}, rng)
+        unlocked = [t for t in open_ if t not in roots]
+        pool = unlocked if linked and stages and unlocked else open_
+        chosen = _weighted_sample(pool, min(len(pool), max_parallel), lead if not stages else weights or {}, rng)
         stages.append(tuple(sorted(chosen)))
         ready.difference_update(chosen)
         done.update(chosen)
@@ -192,6 +202,7 @@ def sample_skeletons_for_coverage(
     max_parallel: int = 3,
     max_stages: int = 6,
     seed: int = 0,
+    linked: bool = True,
 ) -> CoverageResult:
     """Sample DUS skeletons over an environment's DAGs until its tools are covered (App. B.3).
 
@@ -211,6 +222,7 @@ def sample_skeletons_for_coverage(
         max_parallel: N of DUS.
         max_stages: Stage limit of DUS.
         seed: Base seed; skeleton i gets a seed drawn from ``random.Random(seed)``.
+        linked: See `sample_skeleton`.
 
     Returns:
         `CoverageResult` for `env_id`.
@@ -230,7 +242,8 @@ def sample_skeletons_for_coverage(
         attempt += 1
         skeleton = sample_skeleton(dag, max_parallel=max_parallel, max_stages=max_stages,
                                    seed=rng.randrange(2**31), weights=coverage_weights(dag, covered),
-                                   env_id=env_id, graph_index=int(dag.graph.get("graph_index", index)))  # fmt: skip
+                                   env_id=env_id, graph_index=int(dag.graph.get("graph_index", index)),
+                                   linked=linked)  # fmt: skip
         key = (skeleton.graph_index, skeleton.stages)
         new_tools = skeleton_tools(skeleton) - covered
         single = len(skeleton.stages) == 1 and dag.number_of_edges() > 0

@@ -3,32 +3,31 @@
 Nodes are the refactored tools; an edge A -> B means B depends on A, either because an output field of A provides
 an argument of B (``parameter``) or because B only makes sense after A in the scenario (``semantic``). Edges carry
 ``type``, ``confidence`` (float or None) and ``evidence``; parameter evidence has the checkable form
-``get_order.response.order.order_id -> cancel_order.order_id`` (see `tdg.fields`).
+``get_order.response.order.order_id -> cancel_order.order_id`` (see `tdg.fields`), semantic evidence names its
+rule and quotes what it rests on (``semantic[described_order]: ...``).
 
-Three inferers live in `INFERERS`:
-- ``deterministic`` (default, no LLM): every ordered pair gets a calibrated probability from names, types and text
-  embeddings (`tdg.scoring`; MiniLM with the `embed` extra, else the labelled lexical fallback, `tdg.embedding`).
-  Pairs at or above the model's threshold (chosen on dev) become edges: *parameter* edges only when a key field
-  (ID-like, foreign key or entity-typed) of A is named like a parameter of B (so
-  ``get_order.quantity -> update_order.quantity`` never is one), *semantic* edges otherwise. Plus semantic edges
-  along create -> read -> update -> delete between adjacent verb levels of one entity (the scenario order of the
-  generated environments).
-- ``name_match``: the baseline: A -> B whenever a response leaf of A has the name of a parameter of B.
-- ``llm``: the `tdg.prompts` judge on candidate pairs only (a name hint, a shared entity or a lexical probability
-  at the threshold), asynchronous with bounded concurrency; refuses an offline client.
+Inferers live in `INFERERS`, all on one contract (`EdgeInferer`; the deterministic one and the LLM judge are
+capped by the same `DensityCap`):
+- ``deterministic`` (default, no LLM): the evidence rules of `tdg.evidence` (a produced field that can fill the
+  parameter by name, type, format and entity; a parameter description naming the source; a computed value into
+  a generic slot; a description saying "call X first"; a record the other tool creates). A rule draws edges only
+  when its precision on the development ground truth reaches the calibrated minimum (`tdg.evidence.load_rules`);
+  an edge's confidence is its best rule's precision. Name similarity alone never draws an edge.
+- ``calibrated``: the earlier boosted-tree model over name and embedding similarities (`tdg.scoring`), kept for
+  comparison in `bench/tdg.py`; its semantic edges rest on similarity alone.
+- ``name_match``: the naive baseline: A -> B whenever a response leaf of A has the name of a parameter of B.
+- ``llm``: the `tdg.prompts` judge on candidate pairs only (any rule's evidence, admitted or not, or a shared
+  entity), asynchronous with bounded concurrency; refuses an offline client. A semantic verdict without evidence
+  is dropped.
 
-`build_graphs` derives several graphs ("logical flows") from one inference run (`flow_specs`):
-- ``full``: every inferred edge;
-- ``sampled:<k>``: a seeded draw from the calibrated edge probabilities (semantic edges kept with probability =
-  confidence, one provider per argument drawn by confidence); the seed mixes the base seed, k and the toolset, so
-  graphs differ within and across toolsets and DUS samples different tasks from them;
-- ``data_flow``: parameter edges only (pure data flow, no imposed verb order);
-- ``single_source:<j>``: parameter edges thinned to one provider per (tool, argument), the j-th best by
-  confidence (so list_orders -> cancel_order and get_order -> cancel_order no longer both gate cancel_order):
-  shallower graphs with more parallel branches and different paths per j;
-- ``entity_focus:<entity>``: parameter edges plus the semantic edges of one focus entity only (entities ranked by
-  semantic-edge count, ties by name, rotated by the seed), so each flow tells one business object's story.
-Graphs with identical edge sets are deduplicated, so an environment may get fewer than `n_graphs` graphs.
+`cap_density` keeps at most `DensityCap.max_providers` providers per (tool, argument) and
+`DensityCap.max_edges_per_tool` x |tools| edges per environment, the most confident first.
+
+`build_graphs` derives up to `n_graphs` logical flows from one inference run (`flow_specs`): ``full`` (every
+edge), then ``goal:<tool>`` (the edges among one goal tool and everything it depends on, goals with the largest
+dependency trees first, rotated by the seed) and ``entity:<entity>`` (the edges into one entity's tools and their
+prerequisites). A flow is kept only when it shares at most `max_overlap` of its edges (Jaccard) with every flow
+kept before it, so the graphs of one environment tell different stories; an environment may get fewer graphs.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -44,22 +44,25 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import networkx as nx
+from pydantic import Field
 
 from data.graphs import EdgeType
-from data.models import ToolSchema
+from data.models import StrictModel, ToolSchema
 from gustforge.errors import ConfigError, InputError, LLMOutputError
-from gustforge.hashing import content_hash
 from gustforge.llm import LLMClient, run_role_async
 from gustforge.registry import Registry
 from tdg.embedding import resolve_embedder
+from tdg.evidence import Evidence, RuleCalibration, load_rules, toolset_evidence
 from tdg.fields import (
     enrich_response,
+    entity_of,
     format_evidence,
     name_relation,
     param_specs,
     parse_evidence,
     record_shapes,
     response_fields,
+    singular,
     types_compatible,
 )
 from tdg.prompts import make_judge_role, tool_json
@@ -72,10 +75,15 @@ __all__ = [
     "tool_entity",
     "scored_edges",
     "verb_order_edges",
+    "rule_edges",
+    "edges_from_evidence",
     "MAX_SEMANTIC_IN",
     "candidate_pairs",
     "with_record_shapes",
+    "DensityCap",
+    "cap_density",
     "infer_edges",
+    "edge_overlap",
     "flow_specs",
     "select_flow",
     "to_graph",
@@ -88,7 +96,6 @@ logger = logging.getLogger(__name__)
 _SEMANTIC_CONFIDENCE = 0.5
 _JUDGE_CONCURRENCY = 8
 MAX_SEMANTIC_IN = 3  # most incoming semantic edges per tool (see `scored_edges`)
-_SAMPLED_FLOWS = 4  # seeded draws tried after the full graph (see `flow_specs`)
 
 
 @dataclass(frozen=True)
@@ -186,11 +193,54 @@ def scored_edges(tools: Sequence[ToolSchema], *, embedder: str = "auto", thresho
     return [e for e in edges if (e.src, e.dst) not in dropped]
 
 
+@INFERERS.register("calibrated")
+def calibrated_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None,
+                       embedder: str = "auto") -> list[InferredEdge]:  # fmt: skip
+    """The earlier boosted-tree model (`scored_edges`) plus verb-order semantic edges; kept for comparison."""
+    return _merge(scored_edges(tools, embedder=embedder) + verb_order_edges(tools))
+
+
+def rule_edges(tools: Sequence[ToolSchema], *, rules: RuleCalibration | None = None) -> list[InferredEdge]:
+    """One edge per ordered pair with evidence from an admitted rule (`tdg.evidence`), before any density cap."""
+    return edges_from_evidence(toolset_evidence(tools), load_rules() if rules is None else rules)
+
+
+def edges_from_evidence(evidence: Sequence[Evidence], rules: RuleCalibration) -> list[InferredEdge]:
+    """One edge per ordered pair with evidence from a rule `rules` admits.
+
+    A pair with parameter evidence becomes a parameter edge listing one mapping per argument (its most precise
+    rule's); a pair with only semantic evidence a semantic edge quoting it. The confidence is the precision of the
+    best admitted rule behind the edge.
+    """
+    by_pair: dict[tuple[str, str], list[Evidence]] = defaultdict(list)
+    for ev in evidence:
+        if rules.admitted(ev.rule):
+            by_pair[(ev.src, ev.dst)].append(ev)
+    edges = []
+    for (src, dst), found in sorted(by_pair.items()):
+        params = sorted((e for e in found if e.type is EdgeType.PARAMETER),
+                        key=lambda e: (-rules.confidence(e.rule), e.param or "", e.path or ""))  # fmt: skip
+        chosen = _one_per_param(params) if params else found
+        kind = EdgeType.PARAMETER if params else EdgeType.SEMANTIC
+        confidence = round(max(rules.confidence(e.rule) for e in chosen), 4)
+        evidence_text = ("; " if params else " | ").join(sorted(e.text() for e in chosen))
+        edges.append(InferredEdge(src, dst, kind, confidence, evidence_text))
+    return edges
+
+
+def _one_per_param(evidence: Sequence[Evidence]) -> list[Evidence]:
+    """The first evidence of each parameter (the input is sorted best first)."""
+    seen: dict[str | None, Evidence] = {}
+    for ev in evidence:
+        seen.setdefault(ev.param, ev)
+    return list(seen.values())
+
+
 @INFERERS.register("deterministic")
 def deterministic_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None,
                           embedder: str = "auto") -> list[InferredEdge]:  # fmt: skip
-    """Calibrated key/semantic edges (`scored_edges`) plus verb-order semantic edges; no LLM."""
-    return _merge(scored_edges(tools, embedder=embedder) + verb_order_edges(tools))
+    """Edges from the admitted evidence rules (`rule_edges`); no LLM, no embedder."""
+    return rule_edges(tools)
 
 
 @INFERERS.register("name_match")
@@ -224,12 +274,12 @@ def _from_view(view: dict[str, Any]) -> ToolSchema:
 
 
 def _offline_judge(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Deterministic twin of the judge (the role requires one): the calibrated lexical model on this one pair.
+    """Deterministic twin of the judge (the role requires one): the evidence rules on this one pair.
 
     `llm_inferer` refuses offline clients, so builds never use it; it keeps the role runnable in isolation.
     """
     a, b = _from_view(json.loads(inputs["tool_a"])), _from_view(json.loads(inputs["tool_b"]))
-    for edge in scored_edges([a, b], embedder="lexical"):
+    for edge in rule_edges([a, b]):
         if (edge.src, edge.dst) == (a.name, b.name):
             return {"edge": True, "type": edge.type.value, "confidence": edge.confidence, "evidence": edge.evidence}
     return {"edge": False, "type": "none", "confidence": 0.7, "evidence": ""}
@@ -252,9 +302,9 @@ def _hints(a: ToolSchema, b: ToolSchema) -> list[str]:
 
 
 def candidate_pairs(tools: Sequence[ToolSchema]) -> list[tuple[ToolSchema, ToolSchema, list[str]]]:
-    """Ordered pairs worth asking the judge about: a name hint, a shared entity, or a lexical edge probability of
-    at least the edge threshold (so its cost is O(plausible pairs), not O(n^2))."""
-    plausible = {(e.src, e.dst) for e in scored_edges(tools, embedder="lexical")}
+    """Ordered pairs worth asking the judge about: a name hint, a shared entity, or evidence from any rule of
+    `tdg.evidence`, admitted or not (so its cost is O(plausible pairs), not O(n^2))."""
+    plausible = {(e.src, e.dst) for e in toolset_evidence(tools)}
     out = []
     for a, b in itertools.permutations(tools, 2):
         hints = _hints(a, b)
@@ -308,6 +358,8 @@ def judge_pairs(tools: Sequence[ToolSchema], client: LLMClient | None, *,
             dropped.append(DroppedPair(a.name, b.name, f"malformed_judge_reply: {verdict}"))
         elif isinstance(verdict, BaseException):
             raise verdict
+        elif verdict["edge"] and verdict["type"] == "semantic" and not str(verdict["evidence"]).strip():
+            dropped.append(DroppedPair(a.name, b.name, "semantic_without_evidence"))
         elif verdict["edge"] and verdict["type"] != "none":
             edges.append(InferredEdge(a.name, b.name, EdgeType(verdict["type"]), float(verdict["confidence"]),
                                       verdict["evidence"]))  # fmt: skip
@@ -332,14 +384,62 @@ def with_record_shapes(tools: Sequence[ToolSchema], db: Mapping[str, Any] | None
     return [t.model_copy(update={"response": enrich_response(t.response, shapes)}) for t in tools]
 
 
+class DensityCap(StrictModel):
+    """How dense one environment's inferred graph may be (applied to the deterministic and the LLM inferer)."""
+
+    max_providers: int = Field(default=2, ge=1, description="Most providers kept per (tool, argument).")
+    max_edges_per_tool: float = Field(default=1.5, gt=0, description="Most edges per environment, per tool.")
+
+
+def cap_density(edges: Sequence[InferredEdge], n_tools: int, cap: DensityCap) -> list[InferredEdge]:
+    """`edges` thinned to `cap`: per (tool, argument) the `max_providers` most confident providers (a parameter
+    edge left without a mapping is dropped), then the ``max_edges_per_tool * n_tools`` most confident edges
+    (parameter before semantic at equal confidence). Sorted by (src, dst)."""
+    ranked = sorted(edges, key=lambda e: (*_rank(e)[:2], not _home(e), *_rank(e)[2:]))
+    per_param: dict[tuple[str, str], int] = defaultdict(int)
+    kept = []
+    for e in ranked:
+        if e.type is EdgeType.PARAMETER:
+            mappings = [ev for ev in parse_evidence(e.evidence) if per_param[(e.dst, ev.param)] < cap.max_providers]
+            if not mappings:
+                continue
+            for ev in mappings:
+                per_param[(e.dst, ev.param)] += 1
+            text = "; ".join(format_evidence(ev.src, ev.path, ev.dst, ev.param) for ev in mappings)
+            e = InferredEdge(e.src, e.dst, e.type, e.confidence, text)
+        kept.append(e)
+    limit = max(1, math.floor(cap.max_edges_per_tool * n_tools))
+    return sorted(kept[:limit], key=lambda e: (e.src, e.dst))
+
+
+def _home(e: InferredEdge) -> bool:
+    """Whether a parameter edge's field sits in a record of the entity its argument names (``books[].book_id``
+    for ``book_id``, not the foreign key ``loan.book_id``): the record's own tool is the natural provider."""
+    for ev in parse_evidence(e.evidence):
+        segments = [seg.replace("[]", "") for seg in ev.path.split(".")]
+        parent = singular(segments[-2]) if len(segments) > 1 else None
+        if parent is not None and parent == entity_of(ev.param):
+            return True
+    return False
+
+
+def _rank(e: InferredEdge) -> tuple[float, int, str, str]:
+    return (-(e.confidence if e.confidence is not None else 1.0), e.type is not EdgeType.PARAMETER, e.src, e.dst)
+
+
+_CAPPED = frozenset({"deterministic", "llm"})
+
+
 def infer_edges(
     tools: Sequence[ToolSchema],
     *,
     inferer: str = "deterministic",
     client: LLMClient | None = None,
     embedder: str = "auto",
+    cap: DensityCap | None = None,
 ) -> list[InferredEdge]:
-    """All candidate edges over `tools` from the named inferer (sorted by (src, dst)).
+    """All edges over `tools` from the named inferer (sorted by (src, dst)); the deterministic and LLM inferers'
+    edges are thinned by `cap` (default `DensityCap()`), the baseline and the earlier model's are not.
 
     Raises:
         InputError: Two tools share a name.
@@ -348,71 +448,50 @@ def infer_edges(
     names = [t.name for t in tools]
     if len(set(names)) != len(names):
         raise InputError(f"duplicate tool names: {sorted({n for n in names if names.count(n) > 1})}")
-    return INFERERS.get(inferer)(tools, client=client, embedder=embedder)
+    edges = INFERERS.get(inferer)(tools, client=client, embedder=embedder)
+    if inferer in _CAPPED:
+        edges = cap_density(edges, len(tools), cap if cap is not None else DensityCap())
+    return sorted(edges, key=lambda e: (e.src, e.dst))
 
 
-def _focus_entities(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], seed: int) -> list[str]:
-    by_name = {t.name: t for t in tools}
-    counts: dict[str, int] = defaultdict(int)
-    for e in edges:
-        if e.type is EdgeType.SEMANTIC:
-            for entity in {tool_entity(by_name[e.src]), tool_entity(by_name[e.dst])} - {None}:
-                counts[str(entity)] += 1
-    ranked = sorted(counts, key=lambda ent: (-counts[ent], ent))
-    if not ranked:
-        return []
-    start = random.Random(seed).randrange(len(ranked))
-    return ranked[start:] + ranked[:start]
+# --------------------------------------------------------------------------- flows
+EdgeSet = Sequence[InferredEdge] | set[tuple[str, str]]
 
 
-def _providers(edges: Sequence[InferredEdge]) -> dict[tuple[str, str], list[tuple[float, str]]]:
-    """(dst, param) -> [(confidence, src)] of the parameter edges, best first."""
-    out: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
-    for e in edges:
-        if e.type is EdgeType.PARAMETER:
-            for ev in parse_evidence(e.evidence):
-                out[(e.dst, ev.param)].append((e.confidence if e.confidence is not None else 1.0, e.src))
-    return {k: sorted(set(v), key=lambda cs: (-cs[0], cs[1])) for k, v in sorted(out.items())}
+def edge_overlap(a: EdgeSet, b: EdgeSet) -> float:
+    """Jaccard overlap of two edge sets (0 when both are empty)."""
+    sa, sb = _pairs(a), _pairs(b)
+    return len(sa & sb) / len(sa | sb) if sa | sb else 0.0
 
 
-def _single_source(edges: Sequence[InferredEdge], rank: int) -> list[InferredEdge]:
-    """Parameter edges thinned to one provider per (tool, argument): the `rank`-th best (cyclically)."""
-    keep = {(options[rank % len(options)][1], dst) for (dst, _), options in _providers(edges).items()}
-    return [e for e in edges if e.type is EdgeType.PARAMETER and (e.src, e.dst) in keep]
+def _pairs(edges: EdgeSet) -> set[tuple[str, str]]:
+    return set(edges) if isinstance(edges, set) else {(e.src, e.dst) for e in edges}
+
+
+def _closure(edges: Sequence[InferredEdge], targets: set[str]) -> list[InferredEdge]:
+    """The edges among `targets` and everything they (transitively) depend on."""
+    g = nx.DiGraph([(e.src, e.dst) for e in edges])
+    keep = set(targets)
+    for t in targets & set(g.nodes):
+        keep |= nx.ancestors(g, t)
+    return [e for e in edges if e.src in keep and e.dst in keep]
 
 
 def flow_specs(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], *, seed: int) -> list[str]:
-    """The names of the logical flows available for these edges, in variant order.
-
-    ``full``, ``data_flow``, ``single_source:0``, ``entity_focus:<entity>`` (one per entity with semantic
-    edges, rotated by `seed`), then ``single_source:<j>`` for the further provider ranks.
-    """
-    depth = max((len(v) for v in _providers(edges).values()), default=1)
-    focus = [f"entity_focus:{entity}" for entity in _focus_entities(tools, edges, seed)]
-    sampled = [f"sampled:{k}" for k in range(1, _SAMPLED_FLOWS + 1)]
-    return ["full", *sampled, "data_flow", "single_source:0", *focus,
-            *(f"single_source:{j}" for j in range(1, depth))]  # fmt: skip
+    """The names of the logical flows for these edges, in the order they are tried: ``full``, then one
+    ``goal:<tool>`` per tool with prerequisites (largest dependency tree first, rotated by `seed`), then one
+    ``entity:<entity>`` per entity whose tools have prerequisites (sorted, rotated by `seed`)."""
+    goals = sorted({e.dst for e in edges}, key=lambda t: (-len(_closure(edges, {t})), t))
+    by_name = {t.name: t for t in tools}
+    entities = sorted({str(ent) for t in goals if (ent := tool_entity(by_name[t])) is not None})
+    return ["full", *(f"goal:{g}" for g in _rotate(goals, seed)), *(f"entity:{e}" for e in _rotate(entities, seed))]
 
 
-def _sampled(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], *, seed: int, k: int) -> list[InferredEdge]:
-    """One draw from the calibrated edge probabilities: each semantic edge kept with probability = its
-    confidence, and one provider per (tool, argument) drawn in proportion to the providers' confidences.
-
-    The draw's seed mixes `seed`, `k` and the toolset's tool names, so two toolsets never share a draw sequence.
-    """
-    rng = random.Random(content_hash(["tdg-sampled-flow", seed, k, sorted(t.name for t in tools)]))
-    keep: set[tuple[str, str]] = set()
-    for (dst, _param), options in _providers(edges).items():
-        weights = [max(conf, 1e-3) for conf, _ in options]
-        keep.add((rng.choices([src for _, src in options], weights=weights)[0], dst))
-    chosen = []
-    for e in edges:
-        if e.type is EdgeType.PARAMETER:
-            if any((e.src, ev.dst) in keep for ev in parse_evidence(e.evidence)):
-                chosen.append(e)
-        elif rng.random() < (1.0 if e.confidence is None else e.confidence):
-            chosen.append(e)
-    return chosen
+def _rotate(items: list[str], seed: int) -> list[str]:
+    if not items:
+        return []
+    start = random.Random(seed).randrange(len(items))
+    return items[start:] + items[:start]
 
 
 def select_flow(
@@ -430,17 +509,10 @@ def select_flow(
     kind, _, arg = flow.partition(":")
     if kind == "full":
         return flow, list(edges)
-    params = [e for e in edges if e.type is EdgeType.PARAMETER]
-    if kind == "data_flow":
-        return flow, params
-    if kind == "single_source":
-        return flow, _single_source(edges, int(arg))
-    if kind == "sampled":
-        return flow, _sampled(tools, edges, seed=seed, k=int(arg))
-    by_name = {t.name: t for t in tools}
-    semantic = [e for e in edges if e.type is EdgeType.SEMANTIC
-                and arg in (tool_entity(by_name[e.src]), tool_entity(by_name[e.dst]))]  # fmt: skip
-    return flow, sorted(params + semantic, key=lambda e: (e.src, e.dst))
+    if kind == "goal":
+        return flow, _closure(edges, {arg})
+    members = {t.name for t in tools if tool_entity(t) == arg}
+    return flow, _closure(edges, {e.dst for e in edges if e.dst in members})
 
 
 def to_graph(tools: Sequence[ToolSchema], edges: Sequence[InferredEdge], **graph_attrs: Any) -> nx.DiGraph:
@@ -463,23 +535,26 @@ def infer_graph(
     client: LLMClient | None = None,
     db: Mapping[str, Any] | None = None,
     embedder: str = "auto",
+    cap: DensityCap | None = None,
 ) -> nx.DiGraph:
     """Infer the TDG of one logical flow over `tools` (may contain cycles; see `tdg.sanitize`).
 
     Args:
         tools: The environment's refactored tools.
         inferer: Name in `INFERERS`.
-        flow_variant: Index into `flow_specs` (0 full, 1 data_flow, 2 single_source:0, ...).
-        seed: Rotates the order of focus entities.
-        client: LLM client for the ``llm`` inferer (an offline client is made when None).
+        flow_variant: Index into `flow_specs` (0 full, then goal and entity flows).
+        seed: Rotates the order of goal and entity flows.
+        client: LLM client for the ``llm`` inferer.
         db: The environment's initial DB; completes opaque record objects in responses (`with_record_shapes`).
+        embedder: Embedder of the ``calibrated`` inferer.
+        cap: Density cap (default `DensityCap()`).
 
     Returns:
         The graph; ``g.graph`` holds ``flow`` and ``inferer``. Node ``response`` attributes are the completed
         response schemas.
     """
     tools = with_record_shapes(tools, db)
-    edges = infer_edges(tools, inferer=inferer, client=client, embedder=embedder)
+    edges = infer_edges(tools, inferer=inferer, client=client, embedder=embedder, cap=cap)
     flow, chosen = select_flow(tools, edges, flow_variant=flow_variant, seed=seed)
     return to_graph(tools, chosen, flow=flow, flow_variant=flow_variant, inferer=inferer,
                     embedder=_embedder_label(inferer, embedder))  # fmt: skip
@@ -487,11 +562,7 @@ def infer_graph(
 
 def _embedder_label(inferer: str, embedder: str) -> str:
     """Which embedder the calibrated inferer ran with (``none`` for the others)."""
-    return resolve_embedder(embedder).name if inferer == "deterministic" else "none"
-
-
-def _edge_signature(edges: Sequence[InferredEdge]) -> str:
-    return content_hash(sorted([e.src, e.dst, e.type.value] for e in edges))
+    return resolve_embedder(embedder).name if inferer == "calibrated" else "none"
 
 
 def build_graphs(
@@ -502,34 +573,36 @@ def build_graphs(
     seed: int = 0,
     client: LLMClient | None = None,
     embedder: str = "auto",
+    cap: DensityCap | None = None,
+    max_overlap: float = 0.7,
 ) -> list[nx.DiGraph]:
-    """Up to `n_graphs` distinct TDGs (logical flows) for one environment, from one inference run.
+    """Up to `n_graphs` distinct logical flows (TDGs) for one environment, from one inference run.
 
     Args:
         env: An `envgen.runtime.Environment` (``env_id``, ``schemas``, ``initial_db``).
-        n_graphs: How many distinct flows to return at most (paper: 3).
+        n_graphs: How many flows to return at most (paper: 3).
         inferer: Name in `INFERERS`.
-        seed: Rotates the focus entities of flows >= 2.
+        seed: Rotates the goal and entity flows.
         client: LLM client for the ``llm`` inferer.
+        cap: Density cap (default `DensityCap()`).
+        max_overlap: Most Jaccard overlap of a flow's edges with any flow kept before it.
 
     Returns:
         Graphs with ``graph_index`` 0..k-1 (k <= n_graphs), ``env_id``, ``flow``, ``flow_variant``, ``inferer``
-        in ``g.graph``; identical edge sets appear once.
+        in ``g.graph``; the first is ``full``, each later one has edges, differs from every earlier one and
+        overlaps each by at most `max_overlap`.
     """
     tools = with_record_shapes(list(env.schemas), env.initial_db)
-    edges = infer_edges(tools, inferer=inferer, client=client, embedder=embedder)
+    edges = infer_edges(tools, inferer=inferer, client=client, embedder=embedder, cap=cap)
     label = _embedder_label(inferer, embedder)
-    n_variants = len(flow_specs(tools, edges, seed=seed))
-    graphs: list[nx.DiGraph] = []
-    seen: set[str] = set()
-    for variant in range(n_variants):
+    kept: list[tuple[str, int, list[InferredEdge]]] = []
+    for variant in range(len(flow_specs(tools, edges, seed=seed))):
         flow, chosen = select_flow(tools, edges, flow_variant=variant, seed=seed)
-        signature = _edge_signature(chosen)
-        if signature in seen:
+        if kept and (not chosen or any(edge_overlap(chosen, other) > max_overlap or _pairs(chosen) == _pairs(other)
+                                       for *_, other in kept)):  # fmt: skip
             continue
-        seen.add(signature)
-        graphs.append(to_graph(tools, chosen, env_id=env.env_id, graph_index=len(graphs), flow=flow,
-                               flow_variant=variant, inferer=inferer, embedder=label))  # fmt: skip
-        if len(graphs) == n_graphs:
+        kept.append((flow, variant, chosen))
+        if len(kept) == n_graphs:
             break
-    return graphs
+    return [to_graph(tools, chosen, env_id=env.env_id, graph_index=i, flow=flow, flow_variant=variant,
+                     inferer=inferer, embedder=label) for i, (flow, variant, chosen) in enumerate(kept)]  # fmt: skip

@@ -22,12 +22,17 @@ dependency:
    cancel_order needs order_id). Only claim it when the field really exists in A's response schema and the
    argument really exists in B's parameters.
 2. semantic: B can only sensibly be invoked after A in the logical sequence of the scenario (e.g. create a
-   booking before paying for it), even though no value flows from A to B.
-Answer "edge": false when B does not depend on A (independent tools, or the dependency runs from B to A).
+   booking before paying for it), even though no value flows from A to B. Claim it only with evidence beyond
+   similar names: a description that says so ("call A first"), a state B needs that A establishes, or a record
+   (an id) B works on that A creates.
+Answer "edge": false when B does not depend on A (independent tools, tools that merely look alike or work on the
+same kind of data, a field of the same name that A does not produce, or the dependency runs from B to A).
 Evidence format: for a parameter edge list every mapping as "<A>.response.<field path> -> <B>.<argument>",
 separated by "; ", where a field path uses dots for nested objects and "[]" for array items
-(e.g. "list_orders.response.orders[].id -> cancel_order.order_id"). For a semantic edge give one short
-sentence. confidence is your probability (0..1) that the dependency is real."""
+(e.g. "list_orders.response.orders[].id -> cancel_order.order_id"); the field must hold a value the argument
+accepts (type, format such as date or email, and the same entity). For a semantic edge quote or name the evidence
+in one short sentence; a semantic edge without evidence is discarded. confidence is your probability (0..1)
+that the dependency is real."""
 
 JUDGE_USER_TEMPLATE = """\
 Tool A:

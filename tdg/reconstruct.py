@@ -714,7 +714,8 @@ def _run_stages(
     rng: random.Random, tries: int, keys: KeyRules | None = None,
 ) -> tuple[list[TraceStage], bool]:  # fmt: skip
     """Run the skeleton's stages; a call that would share a parallel stage with a write on the same record
-    (or be a write next to another call on it) opens a new stage, so parallel stages never conflict."""
+    (or be a write next to another call on it) opens a new stage, so parallel stages never conflict. Values flow
+    only from the skeleton's earlier stages: a call's dependency never comes from a call of its own stage."""
     outputs: dict[str, Any] = {}
     order: list[str] = []
     stages: list[TraceStage] = []
@@ -724,6 +725,7 @@ def _run_stages(
     for stage in skeleton.stages:
         before = session.db_hash()
         calls: list[TraceCall] = []
+        ran: list[tuple[str, Any]] = []
         for name in stage:
             start = session.db_hash() if calls else before
             call, again = _run_call(session, schemas[name], dag, outputs, order, rng, tries, terminal,
@@ -734,7 +736,9 @@ def _run_stages(
             retried |= again
             calls.append(call)
             terminal |= terminal_ids(call, schemas[name].kind, _TERMINAL_STATUSES)
-            outputs[name] = call.output
+            ran.append((name, call.output))
+        for name, output in ran:
+            outputs[name] = output
             order.append(name)
         stages.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=session.db_hash()))
     return stages, retried

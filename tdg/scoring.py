@@ -59,7 +59,7 @@ from tdg.fields import (
 )
 
 __all__ = ["FEATURES", "KIND_RANK", "PairEvidence", "Tree", "Calibration", "calibration_path", "load_calibration",
-           "SIMILARITY_FEATURES", "model_features", "pair_evidence", "tool_entity"]  # fmt: skip
+           "SIMILARITY_FEATURES", "VERBS", "model_features", "pair_evidence", "tool_entity"]  # fmt: skip
 
 FEATURES = ("key_name", "other_name", "field_sim", "any_sim", "mention_sim", "tool_sim", "margin", "best_source",
             "best_sink", "sink", "verb_order", "provider", "echo", "gap_in", "gap_out", "field_gap",
@@ -78,7 +78,7 @@ def model_features(embedder: str) -> tuple[str, ...]:
 _SINK_WORDS = frozenset("text message data content number num value input body string amount total price".split())
 KIND_RANK = {ToolKind.CREATE: 0, ToolKind.READ: 1, ToolKind.UPDATE: 2, ToolKind.ACTION: 2, ToolKind.DELETE: 3}
 _MIN_KEY_RELATION = 0.6
-_VERBS = frozenset(
+VERBS = frozenset(
     "get list search find fetch read show view query lookup check create add new make register insert post book "
     "update set edit modify change patch put rename assign move delete remove cancel drop clear archive".split()
 )
@@ -88,7 +88,7 @@ def tool_entity(tool: ToolSchema) -> str | None:
     """The entity a tool works on: its declared DB collection, else the first non-verb token of its name."""
     if tool.entity:
         return singular(tool.entity)
-    tokens = [t for t in name_tokens(tool.name) if t not in _VERBS and t not in GENERIC_NAMES]
+    tokens = [t for t in name_tokens(tool.name) if t not in VERBS and t not in GENERIC_NAMES]
     return singular(tokens[0]) if tokens else None
 
 

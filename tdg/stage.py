@@ -65,11 +65,13 @@ def run_tdg(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
 
 def _write_graphs(item: Item, cfg: BuildConfig, out: Path, client: Any) -> list[str]:
     from data.graphs import graph_path, write_graph
-    from tdg.infer import build_graphs
+    from tdg.infer import DensityCap, build_graphs
     from tdg.sanitize import sanitize_to_dag
 
     env = load_env(item, out)
-    graphs = build_graphs(env, n_graphs=cfg.tdg.n_graphs, inferer=cfg.tdg.inferer, seed=cfg.tdg.seed, client=client)
+    cap = DensityCap(max_providers=cfg.tdg.max_providers, max_edges_per_tool=cfg.tdg.max_edges_per_tool)
+    graphs = build_graphs(env, n_graphs=cfg.tdg.n_graphs, inferer=cfg.tdg.inferer, seed=cfg.tdg.seed, client=client,
+                          cap=cap, max_overlap=cfg.tdg.max_flow_overlap)  # fmt: skip
     paths = []
     for index, graph in enumerate(graphs):
         sanitized = sanitize_to_dag(graph)
@@ -91,7 +93,7 @@ def run_sample(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
         result = sample_skeletons_for_coverage(
             dags, env_id=item["env_id"], target_coverage=cfg.tdg.target_coverage, max_skeletons=cfg.tdg.max_skeletons,
             patience=cfg.tdg.patience, max_parallel=cfg.tdg.max_parallel, max_stages=cfg.tdg.max_stages,
-            min_skeletons=cfg.tdg.min_skeletons, seed=cfg.tdg.seed,
+            min_skeletons=cfg.tdg.min_skeletons, seed=cfg.tdg.seed, linked=cfg.tdg.linked_stages,
         )  # fmt: skip
         if not result.skeletons:
             quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="sample", reason="no_skeleton",

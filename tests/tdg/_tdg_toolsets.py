@@ -55,14 +55,14 @@ def library_tools() -> list[ToolSchema]:
     ]  # fmt: skip
 
 
-# Edges a careful human draws (recall is measured against these) ...
+# Data flows a careful human draws (recall is measured against these) ...
 LIBRARY_REQUIRED = {
     ("search_books", "get_book"), ("search_books", "checkout_book"), ("get_book", "checkout_book"),
     ("list_members", "checkout_book"), ("checkout_book", "renew_loan"), ("checkout_book", "return_book"),
-    ("renew_loan", "return_book"),
 }  # fmt: skip
-# ... and edges that are also defensible data flows (precision is measured against required | plausible).
-LIBRARY_PLAUSIBLE = {("checkout_book", "get_book"), ("renew_loan", "get_book")}
+# ... and edges that are also defensible (precision is measured against required | plausible). renew_loan ->
+# return_book only hands on the loan_id renew_loan was given (an identity chain: no value originates there).
+LIBRARY_PLAUSIBLE = {("checkout_book", "get_book"), ("renew_loan", "get_book"), ("renew_loan", "return_book")}
 
 TINY_REQUIRED = {
     ("list_orders", "get_order"), ("list_orders", "update_order_status"), ("list_orders", "cancel_order"),

