@@ -370,10 +370,21 @@ def judge_pairs(tools: Sequence[ToolSchema], client: LLMClient | None, *,
 @INFERERS.register("llm")
 def llm_inferer(tools: Sequence[ToolSchema], *, client: LLMClient | None = None,
                 embedder: str = "auto") -> list[InferredEdge]:  # fmt: skip
-    """`judge_pairs`; pairs dropped for a malformed reply are logged with their reason."""
+    """`judge_pairs`. A graph is never built from a partial judgement: any unusable reply raises `LLMOutputError`
+    (the tdg stage quarantines the environment as `malformed_judge_reply`, counted against its error budget, and
+    the next build asks again; only valid replies are cached).
+
+    Raises:
+        LLMOutputError: at least one pair got a reply that could not be used.
+    """
     edges, dropped = judge_pairs(tools, client)
+    malformed = [pair for pair in dropped if pair.reason.startswith("malformed_judge_reply")]
     for pair in dropped:
         logger.warning("tdg judge: dropped %s -> %s (%s)", pair.src, pair.dst, pair.reason)
+    if malformed:
+        first = malformed[0]
+        raise LLMOutputError(f"{len(malformed)} of the judge's replies could not be used (first: {first.src} -> "
+                             f"{first.dst}: {first.reason[:200]})")  # fmt: skip
     return edges
 
 

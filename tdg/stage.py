@@ -15,7 +15,7 @@ from typing import Any
 from data.models import GoldenTrace, QuarantineRecord, Skeleton, TaskRecord
 from envgen.stage import load_env
 from gustforge.config import BuildConfig
-from gustforge.errors import UNAVAILABLE_REASON, GustError, TransientLLMError
+from gustforge.errors import UNAVAILABLE_REASON, GustError, LLMOutputError, TransientLLMError
 from gustforge.llm.shared import llm_workers, role_usage, stage_client
 from gustforge.shards import Item, ShardResult, parallel_map, portable, resolve_path, stage_result
 
@@ -54,13 +54,21 @@ def run_tdg(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
 
     for item, outcome in zip(items, parallel_map(one, list(items), workers), strict=True):
         if isinstance(outcome, GustError):
-            reason = UNAVAILABLE_REASON if isinstance(outcome, TransientLLMError) else type(outcome).__name__
+            reason = _quarantine_reason(outcome)
             quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="tdg", reason=reason,
                                                detail=str(outcome)))  # fmt: skip
             continue
         produced.append({**_env_item(item), "graphs": outcome})
     result = stage_result("tdg", produced, [i["env_id"] for i in produced], quarantine, len(items), started)
     return result.model_copy(update={"llm": role_usage(client)})
+
+
+def _quarantine_reason(error: GustError) -> str:
+    if isinstance(error, TransientLLMError):
+        return UNAVAILABLE_REASON
+    if isinstance(error, LLMOutputError):  # the judge's unusable replies: re-asked by the next build
+        return "malformed_judge_reply"
+    return type(error).__name__
 
 
 def _write_graphs(item: Item, cfg: BuildConfig, out: Path, client: Any) -> list[str]:

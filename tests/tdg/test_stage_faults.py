@@ -63,3 +63,30 @@ def test_budget_exceeded_names_the_stage(traces: tuple[Path, list[dict[str, Any]
     assert result.retryable == result.report.inputs
     with pytest.raises(GustError, match="tasks.*error budget"):
         check_budget(result.report, 0.5)
+
+
+def test_a_judge_answering_garbage_quarantines_and_the_next_build_asks_again(samples_dir: Path, tmp_path: Path) -> None:
+    """Never an edgeless graph from unusable replies: the environment is quarantined as `malformed_judge_reply`
+    (a bad-reply reason, counted against the budget); with a healthy judge the next run re-asks and produces it."""
+    inputs = [samples_dir / "raw" / "openai_tools" / "car_rental.json"]
+    cfg = load_config(None, [], out=tmp_path)
+    envs = run_envgen(ingest_inputs(inputs, cfg).toolsets, cfg, tmp_path).items
+    assert envs
+
+    def settings(url: str) -> list[str]:
+        return [f"llm.base_url={url}", "llm.model=fake-model", "llm.backend=openai", "tdg.inferer=llm",
+                "llm.max_retries=0", "llm.max_repair_rounds=0", f"llm.cache_path={tmp_path / 'judge.sqlite'}"]  # fmt: skip
+
+    with FakeOpenAIServer(lambda request: {"content": "certainly! here is my verdict"}) as garbage:
+        bad = run_tdg(envs, load_config(None, settings(garbage.base_url), out=tmp_path), tmp_path)
+    assert not bad.items and bad.report.balanced
+    assert {q.reason for q in bad.quarantine} == {"malformed_judge_reply"}
+
+    def healthy(request: dict[str, Any]) -> dict[str, Any]:
+        return {"content": json.dumps({"edge": False, "type": "none", "confidence": 0.1, "evidence": ""})}
+
+    with FakeOpenAIServer(healthy) as server:
+        good = run_tdg(envs, load_config(None, settings(server.base_url), out=tmp_path), tmp_path)
+        asked = len(server.requests)
+    assert asked > 0, "the judge's unusable replies were cached"
+    assert len(good.items) == len(envs) and not good.quarantine
