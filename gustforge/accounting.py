@@ -171,6 +171,8 @@ def stage_markdown(merged: ShardResult, out: Path) -> str:
         if "verl_parquet" in item:
             lines.append(f"- verl RL parquet: `{resolve_path(out, item['verl_parquet'])}` ({item['rows']} rows)")
         if "verl_test_parquet" in item:
-            lines.append(f"- verl validation parquet (held-out environments): "
-                         f"`{resolve_path(out, item['verl_test_parquet'])}` ({item['test_rows']} rows)")
+            lines.append(
+                f"- verl validation parquet (held-out environments): "
+                f"`{resolve_path(out, item['verl_test_parquet'])}` ({item['test_rows']} rows)"
+            )
     return "\n".join(lines)

@@ -79,8 +79,9 @@ class ShardResult(StrictModel):
     seconds: float = Field(default=0.0, description="Wall time of the shard's work.")
     llm: Usage = Field(default_factory=dict, description="LLM requests/tokens/retries/cache hits per role.")
     outputs: dict[str, str] | None = Field(
-        default=None, description="sha256 of every file/folder the shard owns as written (see gustforge.outputs); "
-        "None = not recorded."
+        default=None,
+        description="sha256 of every file/folder the shard owns as written (see gustforge.outputs); "
+        "None = not recorded.",
     )
 
     @property

@@ -954,6 +954,9 @@ def _harden(settings: dict[str, Any]) -> dict[str, Any]:
     layers = settings.get("layers") or {}  # every layer is on unless the parent's tests or bench turn one off
     drop = layers.get("drop_privileges", True)
     facts["privileges"] = _drop_privileges(settings.get("uid")) if drop else "not dropped (layer off)"
+    facts["own_namespaces"] = settings.get("namespaces_of_its_own", "")
+    if facts["own_namespaces"] and settings.get("uid") == os.getuid():  # switched before its namespaces
+        facts["privileges"] = f"dropped from root to uid/gid {settings['uid']}"
     facts["uid"] = os.getuid() if hasattr(os, "getuid") else -1
     facts["rlimits_hard_equal_soft"] = Limits.hard_equals_soft()
     facts["non_dumpable"] = sys.platform.startswith("linux") and _prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
@@ -1065,6 +1068,33 @@ def _reap(codes: dict[int, int]) -> None:
         codes[pid] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
+CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x10000000, 0x40000000, 0x08000000, 0x04000000
+
+
+def _own_namespaces(uid: Any) -> str:
+    """A forked worker leaves the zygote's user, network, IPC and UTS namespaces for new ones of its own (it keeps
+    the zygote's read-only mount namespace and PID namespace). As root it first switches to its parent-allocated
+    uid, then maps only that uid into its user namespace, so it holds no privilege over anything outside it."""
+    import ctypes
+
+    if os.geteuid() == 0:
+        if not isinstance(uid, int) or uid <= 0:
+            raise SystemExit("sandbox worker forked as root without a uid to drop to")
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    outer_uid, outer_gid = os.getuid(), os.getgid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the uid switch made /proc/self root's; `_harden` clears it again
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0:
+        raise SystemExit(f"sandbox worker: unshare refused (errno {ctypes.get_errno()})")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{outer_uid} {outer_uid} 1"),
+                       ("gid_map", f"{outer_gid} {outer_gid} 1")):  # fmt: skip
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+    return "user, network, IPC, UTS"
+
+
 def _fork_worker(control: Any, fds: list[int], settings: dict[str, Any]) -> int:
     pid = os.fork()
     if pid:
@@ -1078,6 +1108,8 @@ def _fork_worker(control: Any, fds: list[int], settings: dict[str, Any]) -> int:
         os.closerange(3, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         for name in ("socket", "_socket", "selectors"):  # a new import of these is refused by the audit hook
             sys.modules.pop(name, None)
+        if settings.get("own_namespaces"):
+            settings = {**settings, "namespaces_of_its_own": _own_namespaces(settings.get("uid"))}
         _serve(settings)
         code = 0
     finally:

@@ -13,8 +13,9 @@ way out. These walls are the kernel's, and assume the Python layers have already
   disk: the parent sends its code and data over the pipe.
 - **seccomp** (filters compiled by libseccomp through `pyseccomp`, in the parent): the *wall filter* (applied by
   bubblewrap to the zygote and every worker) refuses new sockets, device nodes and FIFOs, `ptrace` and
-  cross-process memory access, mounts, namespace changes, kernel keyrings, BPF, io_uring, `pidfd_getfd` and the
-  like; the stricter *worker filter*, loaded by each worker once it has hardened itself, also refuses `execve`,
+  cross-process memory access, mounts, joining namespaces (`setns`; `unshare` is left to the zygote's forks, which
+  each take user, network, IPC and UTS namespaces of their own), kernel keyrings, BPF, io_uring, `pidfd_getfd` and
+  the like; the stricter *worker filter*, loaded by each worker once it has hardened itself, also refuses `execve`,
   new processes and threads, signals to anything, raising any rlimit but its own CPU arming, `SIGXCPU` handlers,
   `prctl` and uid changes.
 - **uids**: as root, each worker drops to a uid/gid the *parent* allocates (unique among its live workers), so a
@@ -78,7 +79,7 @@ UIDS_PER_PARENT = 1_000
 WALL_REFUSED = (
     "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4", "mknod", "mknodat", "ptrace",
     "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "mount",
-    "umount2", "pivot_root", "chroot", "unshare", "setns", "mount_setattr", "move_mount", "open_tree", "fsopen",
+    "umount2", "pivot_root", "chroot", "setns", "mount_setattr", "move_mount", "open_tree", "fsopen",
     "fsconfig", "fsmount", "fspick", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff",
     "acct", "quotactl", "open_by_handle_at", "name_to_handle_at", "iopl", "ioperm", "io_uring_setup",
@@ -89,7 +90,7 @@ WALL_REFUSED = (
 WORKER_REFUSED = (
     "execve", "execveat", "fork", "vfork", "clone", "kill", "tkill", "tgkill", "rt_sigqueueinfo",
     "rt_tgsigqueueinfo", "prctl", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
-    "setgroups", "setfsuid", "setfsgid", "capset", "seccomp", "memfd_create", "ioctl",
+    "setgroups", "setfsuid", "setfsgid", "capset", "seccomp", "memfd_create", "unshare",
 )  # fmt: skip
 _CLONE_NAMESPACE_FLAGS = (0x10000000, 0x00020000, 0x20000000, 0x40000000, 0x08000000, 0x04000000, 0x02000000)
 _TIOCSTI = 0x5412

@@ -450,6 +450,8 @@ class SandboxWorker:
             settings["seccomp"] = program
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             settings["uid"] = allocate_uid()
+        if self._zygote is not None and self.walls is not None and self.walls.available:
+            settings["own_namespaces"] = True  # a fork leaves the zygote's user/network/IPC/UTS namespaces
         return settings
 
     def _start(self) -> None:
@@ -799,6 +801,9 @@ def _isolation_report(
         "network_namespace": "new" if new("net") else shared,
         "pid_namespace": "new" if new("pid") else shared,
         "ipc_namespace": "new" if behind_walls else shared,
+        "namespaces_of_its_own": str(
+            facts.get("own_namespaces") or ("all (a sandbox of its own)" if behind_walls else "none")
+        ),
         "seccomp": ("wall filter + " if behind_walls else "") + str(facts.get("seccomp", "none")),
         "parent_limits": "CPU and memory enforced by the parent" if layers.parent_limits else "off (layer test)",
         "dumpable": "no" if facts.get("non_dumpable") is True else "yes",

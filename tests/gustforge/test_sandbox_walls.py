@@ -451,3 +451,30 @@ def test_separate_harness_removed_is_noticed() -> None:
     with SandboxWorker(LIMITS, static_check=False, layers=SandboxLayers(separate_harness=False)) as worker:
         worker.load(FORGING_TOOLS, {})
         assert worker.run_tests(FAILING_TESTS, SPECS).passed  # the forgery works when tests share the process
+
+
+def test_pooled_workers_have_namespaces_of_their_own() -> None:
+    """Workers forked from one zygote share its read-only mount and PID namespaces but each has its own user,
+    network, IPC and UTS namespaces (and, as root, its own uid)."""
+    probe = _real(
+        "for kind in ('net', 'ipc', 'user', 'uts', 'mnt', 'pid'):\n"
+        "    found.append(kind + '=' + G['readlink']('/proc/self/ns/' + kind))\n"
+        "found.append('uid=' + str(G['getuid']()))\n"
+    )
+    zygote = Zygote(SandboxLayers(audit_hook=False))
+    seen = []
+    try:
+        for _ in range(2):
+            with SandboxWorker(LIMITS, zygote=zygote, static_check=False) as worker:
+                assert worker.isolation["namespaces_of_its_own"] == "user, network, IPC, UTS"
+                worker.load(probe, {})
+                message = worker.call("attack", {})["message"]
+                seen.append(dict(item.split("=", 1) for item in json.loads(message.replace("'", '"'))))
+    finally:
+        zygote.close()
+    first, second = seen
+    for kind in ("net", "ipc", "user", "uts"):
+        assert first[kind] != second[kind], kind
+    assert first["mnt"] == second["mnt"] and first["pid"] == second["pid"]
+    if os.geteuid() == 0:
+        assert first["uid"] != second["uid"]
