@@ -12,11 +12,9 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,6 +30,7 @@ from envgen.runtime import Environment
 from gustforge.errors import SandboxError, SandboxTimeout, SchemaError
 from gustforge.sandbox import SandboxLimits, SandboxWorker
 from gustforge.schemas import nonlocal_refs, safe_validator, validation_errors
+from tests.gustforge._tripwire_sockets import Listener
 from tests.gustforge.redteam_payloads import LAYER1, LAYER2, REFS, TESTS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,40 +50,6 @@ CLI_FAST = (
     "protocol_forge_output",
     "lone_surrogate_output",
 )
-
-
-class Listener:
-    """A TCP listener on 127.0.0.1 that records every connection and answers like an HTTP server with a token."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-        self.hits: list[str] = []
-        self._sock = socket.socket()
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(16)
-        self._sock.settimeout(0.2)
-        self.port = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, peer = self._sock.accept()
-            except OSError:
-                continue
-            self.hits.append(f"{peer}")
-            body = json.dumps({"type": "string", "description": self.token}).encode()
-            try:
-                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body)
-            finally:
-                conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self._sock.close()
 
 
 @dataclass

@@ -17,9 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import tempfile
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,6 +30,7 @@ from gustforge.sandbox import SandboxLimits, SandboxWorker
 from gustforge.sandbox.walls import kernel_walls
 from gustforge.sandbox.worker import SandboxLayers
 from gustforge.sandbox.zygote import Zygote
+from tests.gustforge._tripwire_sockets import UnixListener
 from tests.gustforge.redteam_payloads import _REAL, tool
 
 pytestmark = pytest.mark.skipif(not kernel_walls().available, reason=f"no kernel walls: {kernel_walls().reason}")
@@ -44,35 +43,6 @@ SECCOMP_ONLY = SandboxLayers(kernel_walls=False, audit_hook=False, parent_limits
 NOTHING = SandboxLayers(
     kernel_walls=False, worker_seccomp=False, audit_hook=False, parent_limits=False, drop_privileges=False
 )
-
-
-class UnixListener:
-    """A unix socket on the host that anyone may connect to; records every connection."""
-
-    def __init__(self, path: Path) -> None:
-        self.path, self.hits = path, 0
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.bind(str(path))
-        path.chmod(0o777)
-        self._sock.listen(8)
-        self._sock.settimeout(0.2)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                continue
-            self.hits += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self._sock.close()
 
 
 @dataclass
@@ -94,7 +64,7 @@ class Tripwires:
 
     def clean(self) -> None:
         """Remove what an attack left (only the tests that take a wall down leave anything)."""
-        self.unix.hits = 0
+        self.unix.hits.clear()
         for path in self.root.iterdir():
             if path.name in {"other-env", "secret.txt", "unix.sock"}:
                 continue
