@@ -11,9 +11,22 @@ What the estimators receive. verl 0.9.1 calls a registered estimator with exactl
 span. A KL-in-reward penalty, if enabled, folds into the span sums the same way.
 
 Spans. The agent's generations are the maximal runs of ``response_mask == 1``, left to right
-(observations in between have mask 0). The *summary* segment is the last run, the *tool* (process)
-segment is the union of all earlier runs; a row with one run has no tool segment. TARA's turn ``t`` is
-run ``t``.
+(observations in between have mask 0). The *summary* segment is the last SCORED run, the *tool* (process)
+segment is the union of all earlier scored runs; a row with one scored run has no tool segment. TARA's turn
+``t`` is scored run ``t``.
+
+Agent turns vs conversational runs (simulated-user mode). A generation answered by the simulated user (a
+question or a message to the user) is not a turn of the task: the agent loop records those runs
+(``extra_fields["gust_user_turns"]``, `trainer.user_agent_loop`), the reward layouts put no reward on them, and the
+estimators must not count them either (otherwise TARA's turn t is the t-th generation including questions, and a
+dialogue that ends on a message to the user puts R_sum in the tool segment). verl gives a registered estimator
+no per-sample fields, so the record travels in a ``TurnRecord`` that the ``gust_sync`` trainer
+(`trainer.v1_trainer`) reads from TransferQueue for the batch and installs with ``agent_turns(record)`` around
+verl's own ``_compute_advantage``; the rehearsal does the same around its call. The estimators then segment the
+*scored* runs only (``scored_runs``: the response mask with the conversational runs removed). **Conversational
+runs get advantage exactly 0** (documented value): no reward channel scores a message to the user, so neither
+segment's credit may leak into it; its tokens stay in the loss mask (KL and the token-mean denominator count
+them) but receive no policy-gradient push. Without a record (fixed-prompt mode) every run is scored.
 
 Normalisation. Every statistic is computed per group (rows sharing ``index``); SLCA and ToolPO use the members
 where the span exists, TARA all K members of the group (App. B.4; see ``tara``). Fewer than two present
@@ -54,7 +67,10 @@ passes the ``algorithm`` DictConfig through to the estimator unchanged, so the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -72,6 +88,10 @@ __all__ = [
     "ESTIMATOR_NAMES",
     "EstimatorParams",
     "RunLayout",
+    "TurnRecord",
+    "agent_turns",
+    "current_turn_record",
+    "scored_runs",
     "compute_slca_advantage",
     "compute_slca_tara_advantage",
     "compute_tara_advantage",
@@ -178,6 +198,80 @@ def segment_runs(response_mask: torch.Tensor) -> RunLayout:
     n_runs = run_no[:, -1].clone() if mask.shape[1] else torch.zeros(mask.shape[0], dtype=torch.long)
     label = run_no.mul_(mask)
     return RunLayout(mask=mask, label=label, n_runs=n_runs)
+
+
+CONVERSATIONAL_RUNS_KEY = "gust_user_turns"  # = trainer.reward_manager.UNSCORED_RUNS_KEY (the loop's record)
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """Per row of a batch: the 0-based runs of ``response_mask == 1`` that talked to the simulated user.
+
+    Built from the agent loop's record (``extra_fields["gust_user_turns"]``), row order = the batch's.
+    """
+
+    conversational: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def from_extra_fields(cls, extra_fields: Iterable[Any]) -> TurnRecord:
+        """One ``TurnRecord`` from the per-sample ``extra_fields`` dicts (missing key or non-dict = no such runs)."""
+        rows = []
+        for extra in extra_fields:
+            raw = extra.get(CONVERSATIONAL_RUNS_KEY) if isinstance(extra, Mapping) else None
+            runs = json.loads(raw) if isinstance(raw, str) else list(raw or [])
+            rows.append(tuple(sorted({int(r) for r in runs})))
+        return cls(conversational=tuple(rows))
+
+    @property
+    def any(self) -> bool:
+        return any(self.conversational)
+
+
+_TURN_RECORD: ContextVar[TurnRecord | None] = ContextVar("gust_turn_record", default=None)
+
+
+@contextmanager
+def agent_turns(record: TurnRecord | None) -> Iterator[None]:
+    """Make ``record`` the turn structure every estimator call inside the block uses (see the module doc)."""
+    token = _TURN_RECORD.set(record)
+    try:
+        yield
+    finally:
+        _TURN_RECORD.reset(token)
+
+
+def current_turn_record() -> TurnRecord | None:
+    """The record installed by ``agent_turns`` (None outside one: every run is scored)."""
+    return _TURN_RECORD.get()
+
+
+def scored_runs(response_mask: torch.Tensor, record: TurnRecord | None = None) -> RunLayout:
+    """The run layout of the SCORED runs: ``response_mask`` minus the conversational runs of ``record``.
+
+    Args:
+        response_mask: (B, T) generated-token mask.
+        record: Conversational runs per row (default: the installed record, if any).
+
+    Returns:
+        ``segment_runs`` of the agent-turn mask (conversational tokens are outside every run: label 0).
+
+    Raises:
+        InputError: The record has a different number of rows than the batch, or names a run the row lacks
+            (the record and the batch would be misaligned).
+    """
+    record = current_turn_record() if record is None else record
+    runs = segment_runs(response_mask)
+    if record is None or not record.any:
+        return runs
+    if len(record.conversational) != response_mask.shape[0]:
+        raise InputError(f"turn record has {len(record.conversational)} rows, the batch {response_mask.shape[0]}")
+    rows = [i for i, conv in enumerate(record.conversational) for _ in conv]
+    cols = [r + 1 for conv in record.conversational for r in conv]
+    if any(c > int(runs.n_runs[i]) for i, c in zip(rows, cols, strict=True)):
+        raise InputError("turn record names a run the response mask does not have (record and batch misaligned)")
+    table = torch.zeros(response_mask.shape[0], runs.max_runs + 1, dtype=torch.bool, device=response_mask.device)
+    table[torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)] = True
+    return segment_runs(runs.mask & ~table.gather(1, runs.label))
 
 
 def run_sums(values: torch.Tensor, runs: RunLayout, n_cols: int) -> torch.Tensor:
@@ -333,7 +427,7 @@ def compute_slca_advantage(
         (advantages, returns), both (B, T); returns = advantages.
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
+    runs = scored_runs(response_mask)
     _, x_tool, x_sum = _segment_scalars(token_level_rewards, runs)
     groups = group_ids(index, token_level_rewards.device)
     norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
@@ -366,7 +460,7 @@ def compute_tara_advantage(
         (advantages, returns), both (B, T).
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
+    runs = scored_runs(response_mask)
     n_cols = max(runs.max_runs, 1)
     r = run_sums(token_level_rewards, runs, n_cols)
     groups = group_ids(index, token_level_rewards.device)
@@ -396,7 +490,7 @@ def compute_slca_tara_advantage(
         (advantages, returns), both (B, T).
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
+    runs = scored_runs(response_mask)
     n_cols = max(runs.max_runs, 1)
     per_run, _, x_sum = _segment_scalars(token_level_rewards, runs)
     groups = group_ids(index, token_level_rewards.device)
@@ -432,7 +526,7 @@ def compute_toolpo_advantage(
         (advantages, returns), both (B, T).
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
+    runs = scored_runs(response_mask)
     _, x_tool, x_out = _segment_scalars(token_level_rewards, runs)
     groups = group_ids(index, token_level_rewards.device)
     norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
