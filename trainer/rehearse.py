@@ -76,6 +76,7 @@ VARIANTS: tuple[str, ...] = (
     "parameters_key",
     "no_call",
 )
+CLOSING_QUESTION = "Is there anything else I can help you with?"  # every scripted final reply ends on one (issue 24)
 ISOLATED_ALGOS = ("slca", "slca_tara")  # tool-token advantages must not depend on R_sum
 TOOL_SIGNAL_ALGOS = ("slca", "toolpo", "slca_tara", "tara", "grpo")
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -274,7 +275,8 @@ def _worker_class() -> type:
 # ----------------------------------------------------------------------------------------------- the run
 def _final_text(row: Mapping[str, Any]) -> str:
     question = str(row["reward_model"]["ground_truth"].get("question_content") or "the request")
-    return f"All done. I handled your request ({question}) and checked every result the tools returned."
+    return (f"All done. I handled your request ({question}) and checked every result the tools returned. "
+            f"{CLOSING_QUESTION}")
 
 
 def _corpus(rows: Sequence[Mapping[str, Any]], tokenizer_free_texts: Sequence[str]) -> list[str]:
@@ -300,11 +302,12 @@ def _overrides(n: int) -> list[str]:
     ]
 
 
-def _segments(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tool, summary) token masks of a padded (B, T) response mask: summary = last run, tool = earlier runs."""
-    from trainer.estimators import segment_runs
+def _segments(mask: torch.Tensor, record: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tool, summary) token masks of a padded (B, T) response mask: summary = last SCORED run, tool = earlier
+    scored runs (``record``: the conversational runs per row, `trainer.estimators.TurnRecord`)."""
+    from trainer.estimators import TurnRecord, scored_runs
 
-    runs = segment_runs(mask)
+    runs = scored_runs(mask, record or TurnRecord(conversational=((),) * mask.shape[0]))
     summary = runs.mask & (runs.run_id == (runs.n_runs - 1).unsqueeze(1))
     return runs.mask & ~summary, summary
 
@@ -317,7 +320,17 @@ def _pad(rows: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     return out
 
 
-def _advantages(cfg: DictConfig, rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str], keys: list[str]) -> Any:
+def _advantages(cfg: DictConfig, rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str], keys: list[str],
+                record: Any = None) -> Any:  # fmt: skip
+    """verl's V1 advantage call, inside the loop's turn record as the ``gust_sync`` trainer runs it."""
+    from trainer.estimators import agent_turns
+
+    with agent_turns(record):
+        return _verl_advantages(cfg, rm_scores, mask, uids, keys)
+
+
+def _verl_advantages(cfg: DictConfig, rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str],
+                     keys: list[str]) -> Any:  # fmt: skip
     from verl import DataProto
     from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 
@@ -393,7 +406,10 @@ def _gradients(model_dir: Path, fields: Sequence[Mapping[str, Any]], adv: torch.
                                 clip_ratio_c=float(actor.clip_ratio_c))  # fmt: skip
     loss_fn = get_policy_loss_fn(str(actor.policy_loss.loss_mode))
     advantages = adv.to(device).float()
-    tool, summary = (m.to(device).float() for m in _segments(mask.cpu().long()))
+    from trainer.estimators import TurnRecord
+
+    record = TurnRecord.from_extra_fields(f["extra_fields"] for f in fields)
+    tool, summary = (m.to(device).float() for m in _segments(mask.cpu().long(), record))
     params = [p for p in model.parameters() if p.requires_grad]
 
     def grad(segment: torch.Tensor) -> torch.Tensor | None:
@@ -634,8 +650,11 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
 
     uids = [t["uid"] for t in trajectories]
     keys = [f"{t['uid']}_{t['session']}_0" for t in trajectories]
-    adv = _advantages(cfg, rm_scores, mask, uids, keys)
-    tool, summary = _segments(mask)
+    from trainer.estimators import TurnRecord
+
+    record = TurnRecord.from_extra_fields(extras)  # the loop's record, as the gust_sync trainer reads it
+    adv = _advantages(cfg, rm_scores, mask, uids, keys, record)
+    tool, summary = _segments(mask, record)
     share = {
         "tool_tokens": int(tool.sum()), "summary_tokens": int(summary.sum()),
         "tool_nonzero_share": float(((adv != 0) & tool).sum() / max(int(tool.sum()), 1)),
@@ -645,7 +664,7 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
            f"{share['tool_nonzero_share']:.3f} of {share['tool_tokens']} tool tokens have a non-zero advantage")
     _check(checks, "no_advantage_off_mask", bool(torch.all(adv[mask == 0] == 0)), "observation/padding tokens get 0")
 
-    isolation = _isolation(cfg, trajectories, uids, keys, mask, adv, tool, summary)
+    isolation = _isolation(cfg, trajectories, uids, keys, mask, adv, tool, summary, record)
     if algo in ISOLATED_ALGOS:
         _check(checks, "isolation", isolation["tool_unchanged"] and isolation["summary_changed"],
                "perturbing only R_sum leaves every tool-token advantage bit-identical and moves summary tokens")
@@ -681,7 +700,7 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
 
 
 def _isolation(cfg: DictConfig, trajectories: list[dict], uids: list[str], keys: list[str], mask: torch.Tensor,
-               adv: torch.Tensor, tool: torch.Tensor, summary: torch.Tensor) -> dict[str, Any]:  # fmt: skip
+               adv: torch.Tensor, tool: torch.Tensor, summary: torch.Tensor, record: Any = None) -> dict[str, Any]:  # fmt: skip
     """Re-run as_dict and the advantage with R_sum (and the score) of one trajectory per group shifted."""
     rows = []
     seen: set[str] = set()
@@ -696,7 +715,7 @@ def _isolation(cfg: DictConfig, trajectories: list[dict], uids: list[str], keys:
             output.reward_score = info["score"]
         output.extra_fields["reward_extra_info"] = info
         rows.append(output.as_dict()["rm_scores"])
-    perturbed = _advantages(cfg, _pad(rows, torch.float32), mask, uids, keys)
+    perturbed = _advantages(cfg, _pad(rows, torch.float32), mask, uids, keys, record)
     return {
         "perturbed_trajectories": len(seen),
         "tool_unchanged": bool(torch.equal(perturbed[tool], adv[tool])),

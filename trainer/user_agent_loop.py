@@ -105,6 +105,9 @@ class GustUserAgentLoop(GustToolAgentLoop):
                                                                 if m["role"] == "user"])  # fmt: skip
         return output
 
+    def conversational_runs(self) -> set[int]:
+        return set(self._user_turn_runs)
+
     async def on_reply_without_tool_call(self, agent_data: AgentData, sampling_params: dict[str, Any]) -> AgentState:
         """The agent replied without a tool call (no limit hit): the simulated user's turn (issue 12's hook)."""
         if self._user is None:
