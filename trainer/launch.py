@@ -27,6 +27,7 @@ import io
 import logging
 import tempfile
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,7 @@ __all__ = [
     "DataPlan",
     "HEURISTIC_JUDGE_WARNING",
     "ValidationReport",
+    "check_batch",
     "check_data",
     "TURN_LEVEL_ALGOS",
     "compose_config",
@@ -289,6 +291,56 @@ def check_data(cfg: DictConfig) -> None:
                 "the rollout could never execute it"
             )
         _check_turn_caps(cfg, path, [len(gt.gold_steps()) for gt in flat])
+        if OmegaConf.select(cfg, "gust.user_simulator", default=None):
+            _check_user_cap(cfg, path, [_facts(r.extra_info.interaction_kwargs) for r in rows])
+
+
+def _facts(kwargs: Any) -> int:
+    """Facts the simulated user holds for a row (each may cost one question): 0 without a scenario."""
+    from gusteval.scenario import scenario_from_kwargs
+
+    if kwargs is None:
+        return 0
+    try:
+        return len(scenario_from_kwargs(kwargs.model_dump() if hasattr(kwargs, "model_dump") else kwargs).facts)
+    except GustError:
+        return 0
+
+
+def _check_user_cap(cfg: DictConfig, path: str, facts_per_row: Sequence[int]) -> None:
+    """Simulated-user mode: refuse rows whose user holds more facts than it may answer messages
+    (``gust.max_user_messages``; the tool-round cap ``multi_turn.max_user_turns`` is checked separately)."""
+    from trainer.user_agent_loop import DEFAULT_MAX_USER_MESSAGES
+
+    cap = int(OmegaConf.select(cfg, "gust.max_user_messages", default=None) or DEFAULT_MAX_USER_MESSAGES)
+    over = sum(n > cap for n in facts_per_row)
+    if over:
+        raise ConfigError(
+            f"{over} of {len(facts_per_row)} rows of {path} have a simulated user holding up to "
+            f"{max(facts_per_row)} facts but gust.max_user_messages={cap}: an agent asking one value per message "
+            f"could not finish; append ++gust.max_user_messages={max(facts_per_row)} (or drop those rows)"
+        )
+
+
+def check_batch(cfg: DictConfig) -> None:
+    """Refuse training data smaller than one batch (at launch; ``--dry-run`` and ``--rehearse`` report it): verl's
+    dataloader drops the incomplete last batch, so an epoch has no step and the trainer divides by zero after
+    start-up.
+
+    Raises:
+        ConfigError: Fewer training rows than ``data.train_batch_size``; the message names the override that fits.
+    """
+    batch = int(cfg.data.train_batch_size)
+    present = [p for p in _files(cfg.data.train_files) if Path(p).is_file()]
+    rows = sum(len(read_rows(Path(p))) for p in present)
+    if present and rows < batch:
+        mini = int(OmegaConf.select(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size", default=batch) or batch)
+        raise ConfigError(
+            f"the training data has {rows} rows but data.train_batch_size={batch}: verl drops the incomplete "
+            f"batch, so no step would run (division by zero after start-up); build more rows, or append "
+            f"data.train_batch_size={rows} actor_rollout_ref.actor.ppo_mini_batch_size={min(mini, rows)} "
+            "(the mini-batch must not exceed the batch)"
+        )
 
 
 def _check_turn_caps(cfg: DictConfig, path: str, steps_per_row: Sequence[int]) -> None:
@@ -370,5 +422,6 @@ def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
     report = validate_training_config(cfg)
     if report.missing_files:
         raise ConfigError(f"data files not found: {', '.join(report.missing_files)}")
+    check_batch(cfg)
     logger.info("launching verl PPO: algo=%s layout=%s", report.algo, report.reward_layout)
     run_ppo(cfg, task_runner_class=TaskRunnerV1)

@@ -6,7 +6,14 @@ replies without a tool call, verl's loop would terminate; here the reply goes to
 user's message is merged as the next user turn exactly like a tool observation (`ct_merge_context_msg`: inserted
 context, response_mask 0, so user turns are masked out of the loss). The conversation opens with the user's goal
 (the row's system prompt is kept; its fixed user turn, which states every value, is replaced), ends when the user
-stops (goal reached / agent gave up) or at verl's turn and length limits.
+stops (goal reached / agent gave up / the agent's closing question) or at a turn or length limit.
+
+Turn caps (issue 24): user turns and tool turns are counted SEPARATELY. verl's ``multi_turn.max_user_turns`` counts
+tool-response rounds only (this loop no longer adds the simulated user's messages to it); the simulated user may
+answer at most ``gust.max_user_messages`` messages (default `DEFAULT_MAX_USER_MESSAGES`; after that many answers
+the episode ends), and verl's ``max_assistant_turns`` is raised by the same number, so questions to the user never
+eat the generations the task's tool turns need. `trainer.launch.check_data` refuses rows whose scenario holds more
+facts than the user cap.
 
 Everything else is the base class's (issue 12): the user turn is its `on_reply_without_tool_call` hook, and the
 reward layouts (`SegmentRewardMixin`) and the per-turn token cap (`TurnTokenCapMixin`) come with it. Turn-level
@@ -41,6 +48,7 @@ __all__ = [
     "USER_AGENT_NAME",
     "USER_TURNS_KEY",
     "USER_LOOPS_FILE",
+    "DEFAULT_MAX_USER_MESSAGES",
     "GustUserAgentLoop",
     "agent_turn_mask",
     "require_user_scenarios",
@@ -50,6 +58,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 USER_AGENT_NAME = "gust_user_agent"
+DEFAULT_MAX_USER_MESSAGES = 8  # simulated-user answers per episode (gust.max_user_messages)
 USER_TURNS_KEY = UNSCORED_RUNS_KEY  # the reward layouts skip these runs (trainer.reward_manager)
 USER_LOOPS_FILE = Path(__file__).resolve().parent / "configs" / "gust_user_agent_loops.yaml"
 
@@ -68,6 +77,9 @@ class GustUserAgentLoop(GustToolAgentLoop):
         self._dialogue: list[dict[str, str]] = []
         self._user_turn_runs: list[int] = []
         self._user_reasons: list[str] = []
+        self.max_user_messages = int(gust.get("max_user_messages") or DEFAULT_MAX_USER_MESSAGES)
+        if self.max_assistant_turns:  # conversational generations do not use the task's generation budget
+            self.max_assistant_turns += self.max_user_messages
 
     def _make_user(self, kwargs: dict[str, Any]) -> UserSimulator | None:
         try:
@@ -135,8 +147,7 @@ class GustUserAgentLoop(GustToolAgentLoop):
         agent_data.prompt_ids, agent_data.response_mask = merged.token_ids, mask
         if agent_data.response_logprobs:
             agent_data.response_logprobs = logprobs or []
-        agent_data.user_turns += 1
-        if self.max_user_turns and agent_data.user_turns >= self.max_user_turns:
+        if len(self._user_turn_runs) >= self.max_user_messages:  # the user's own cap (not verl's tool-round cap)
             return AgentState.TERMINATED
         return AgentState.GENERATING
 

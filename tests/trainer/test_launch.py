@@ -146,3 +146,28 @@ def test_rows_longer_than_the_turn_caps_are_refused_with_the_override_to_use(tmp
     fits = [f"actor_rollout_ref.rollout.multi_turn.max_user_turns={longest}",
             f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={longest + 1}"]  # fmt: skip
     validate_training_config(compose_config("slca", overrides=fits, run_dir=tmp_path / "c"))
+
+
+def test_launch_refuses_data_smaller_than_a_batch_naming_the_fix(tmp_path: Path) -> None:
+    from trainer.convert import read_rows
+    from trainer.launch import check_batch
+
+    cfg = compose_config("slca", run_dir=tmp_path)
+    rows = len(read_rows(Path(cfg.data.train_files)))
+    assert rows < int(cfg.data.train_batch_size)
+    with pytest.raises(ConfigError, match=f"has {rows} rows but data.train_batch_size=") as refused:
+        launch(cfg, allow_heuristic_judge=True)  # before Ray starts
+    assert f"data.train_batch_size={rows} actor_rollout_ref.actor.ppo_mini_batch_size={rows}" in str(refused.value)
+    check_batch(compose_config("slca", run_dir=tmp_path / "fits", overrides=[
+        f"data.train_batch_size={rows}", f"actor_rollout_ref.actor.ppo_mini_batch_size={rows}"]))  # fmt: skip
+
+
+def test_user_sim_rows_with_more_facts_than_the_user_cap_are_refused(tmp_path: Path) -> None:
+    from trainer.user_agent_loop import user_sim_overrides
+
+    mode = user_sim_overrides("offline")
+    validate_training_config(compose_config("tara", overrides=mode, run_dir=tmp_path / "a"))
+    with pytest.raises(ConfigError, match=r"gust.max_user_messages=1: an agent asking one value") as refused:
+        validate_training_config(compose_config("tara", overrides=[*mode, "++gust.max_user_messages=1"],
+                                                run_dir=tmp_path / "b"))  # fmt: skip
+    assert "append ++gust.max_user_messages=" in str(refused.value)
