@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gustforge.errors import ConfigError
 from trainer.launch import compose_config, plan_data, validate_training_config
@@ -75,6 +75,8 @@ VARIANTS: tuple[str, ...] = (
     "string_arguments",
     "parameters_key",
     "no_call",
+    "think_call",
+    "beyond_parallel",
 )
 CLOSING_QUESTION = "Is there anything else I can help you with?"  # every scripted final reply ends on one (issue 24)
 ISOLATED_ALGOS = ("slca", "slca_tara")  # tool-token advantages must not depend on R_sum
@@ -181,13 +183,18 @@ def _wrong(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {**arguments, first: f"WRONG-{arguments[first]}"}
 
 
-def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], final: str) -> list[str]:
+def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], final: str,
+               parallel_cap: int = 20) -> list[str]:  # fmt: skip
     """The assistant turns of one scripted trajectory.
 
     Args:
-        variant: One of ``VARIANTS``.
+        variant: One of ``VARIANTS``. ``think_call``: the gold, plus a wrong call written inside ``<think>`` in the
+            first turn (neither executed nor counted); ``beyond_parallel``: the gold, with copies of the first call
+            appended to the first turn up to ``parallel_cap + 1`` calls (the last one is never executed, so it must
+            earn nothing).
         gold_steps: The row's gold calls per step (``{"name", "arguments"}``).
         final: The final (summary) reply.
+        parallel_cap: ``multi_turn.max_parallel_calls`` of the config.
 
     Returns:
         One text per generation; each call in its own ``<tool_call>`` block (as the system prompt asks) unless the
@@ -205,6 +212,8 @@ def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], 
         steps = [s for s in steps if s]
     elif variant == "extra_call":
         steps[0] = [*steps[0], dict(first)]
+    elif variant == "beyond_parallel":
+        steps[0] = [*steps[0], *[dict(first)] * max(parallel_cap + 1 - len(steps[0]), 0)]
     if variant == "list_block":
         head = _block([_call(c["name"], c["arguments"]) for c in steps[0]])
         turns = [head] + ["".join(_block(c) for c in step) for step in steps[1:]]
@@ -216,6 +225,8 @@ def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], 
         turns = [head + "".join(_block(c) for c in steps[0][1:])] + ["".join(_block(c) for c in s) for s in steps[1:]]
     else:
         turns = ["".join(_block(c) for c in step) for step in steps]
+    if variant == "think_call":
+        turns[0] = "<think>" + _block({**first, "arguments": _wrong(first["arguments"])}) + "</think>" + turns[0]
     return [*turns, final]
 
 
@@ -466,15 +477,19 @@ async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy:
         agent_name = str(kwargs.pop("agent_name", AGENT_NAME))
         gold = json.loads(kwargs["reward_model"]["ground_truth"]["gold_tool_calls"])
         for session, variant in enumerate(VARIANTS):
-            policy.start(script_for(variant, gold, _final_text(kwargs)))
+            policy.start(script_for(variant, gold, _final_text(kwargs), _parallel_cap(cfg)))
             trajectory = {"step": 0, "sample_index": index, "rollout_n": session, "validate": False}
             started = time.perf_counter()
             done = await worker._run_agent_loop(sampling, trajectory, agent_name=agent_name, trace=False,
                                                 uid=uid, session_id=session, **kwargs)  # fmt: skip
             hermes_calls = [len(calls) for calls in await _stock_counts(hermes, policy.generations)]
-            results.append({"uid": uid, "session": session, "variant": variant, "row": index,
+            results.append({"uid": uid, "session": session, "variant": variant, "row": index, "gold": gold,
                             "hermes_calls": sum(hermes_calls), "seconds": time.perf_counter() - started, **done})
     return results
+
+
+def _parallel_cap(cfg: DictConfig) -> int:
+    return int(cfg.actor_rollout_ref.rollout.multi_turn.max_parallel_calls or 20)
 
 
 def _files(item: Any) -> list[str]:
@@ -541,7 +556,7 @@ def rehearse(
         write_rows(out / "data" / "rehearse.parquet", subset, env_root=plan.env_root)
         plan = type(plan)(out / "data" / "rehearse.parquet", plan.val, True, plan.env_root, len(subset), plan.val_rows)
     scripts = [s for row in rows for v in VARIANTS for s in script_for(
-        v, json.loads(row["reward_model"]["ground_truth"]["gold_tool_calls"]), _final_text(row))]  # fmt: skip
+        v, json.loads(row["reward_model"]["ground_truth"]["gold_tool_calls"]), _final_text(row), 2)]  # fmt: skip
     model_dir = build_tiny_model(out / "tiny_model", _corpus(rows, scripts))
     mode = user_sim_overrides("offline") if user_sim else []
     cfg = compose_config(algo, model=str(model_dir), plan=plan,
@@ -624,12 +639,20 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         per_traj.append({
             "row": t["row"], "variant": t["variant"], "executed_calls": executed, "gust_hermes_parsed": parsed,
             "stock_hermes_parsed": t["hermes_calls"], "reward_counted": int(info["pred_call_count"]),
+            "reward_text_counted": int(info["text_call_count"]),
             "turns": int(info["agent_turns"]), **{k: info[k] for k in (
                 "score", "r_tool", "r_sum", "r_succ", "r_action", "s_par", "omission", "turn_rewards", "error_type")},
         })  # fmt: skip
-    mismatch = [p for p in per_traj if not (p["executed_calls"] == p["gust_hermes_parsed"] == p["reward_counted"])]
-    _check(checks, "rollout_executes_what_reward_counts", not mismatch,
-           f"{len(mismatch)} trajectories differ" + (f": {mismatch[:3]}" if mismatch else ""))  # fmt: skip
+    mismatch = [p for p in per_traj if p["gust_hermes_parsed"] != p["reward_text_counted"]]
+    _check(checks, "rollout_parses_what_reward_reads", not mismatch, f"{len(mismatch)} trajectories: the rollout's "
+           "parser and the reward's text parser disagree" + (f": {mismatch[:3]}" if mismatch else ""))  # fmt: skip
+    unscored = [p for p in per_traj if p["executed_calls"] != p["reward_counted"]]
+    _check(checks, "reward_scores_the_executed_calls", not unscored, f"{len(unscored)} trajectories: HierR scored "
+           "other calls than the rollout executed" + (f": {unscored[:3]}" if unscored else ""))  # fmt: skip
+    capped = [p for p in per_traj if p["variant"] == "beyond_parallel"]
+    _check(checks, "calls_beyond_max_parallel_not_executed", all(
+        p["executed_calls"] < p["gust_hermes_parsed"] for p in capped),
+        f"{len(capped)} trajectories write max_parallel_calls + 1 calls in one turn; the last one never runs")
     hermes_gap = [p["variant"] for p in per_traj if p["stock_hermes_parsed"] != p["reward_counted"]]
     bad_keys = [i for i, info in enumerate(infos) if tuple(info) != COMPONENT_KEYS]
     internal = [p for p in per_traj if p["error_type"] == "internal_error"]
@@ -664,6 +687,7 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
            f"{share['tool_nonzero_share']:.3f} of {share['tool_tokens']} tool tokens have a non-zero advantage")
     _check(checks, "no_advantage_off_mask", bool(torch.all(adv[mask == 0] == 0)), "observation/padding tokens get 0")
 
+    golden = _golden_checks(checks, cfg, layout, trajectories, rm_scores, mask, uids, keys, record)
     isolation = _isolation(cfg, trajectories, uids, keys, mask, adv, tool, summary, record)
     if algo in ISOLATED_ALGOS:
         _check(checks, "isolation", isolation["tool_unchanged"] and isolation["summary_changed"],
@@ -685,6 +709,7 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         "parser": {"format": str(cfg.actor_rollout_ref.rollout.multi_turn.format),
                    "stock_hermes_disagrees_with_reward_on": sorted(set(hermes_gap))},
         "trajectories": per_traj, "advantage": share, "isolation": isolation, "gradients": gradients,
+        "golden": golden,
         "judge": str(cfg.reward.custom_reward_function.reward_kwargs.judge),
         "validation_files": _files(cfg.data.val_files), "rollout_seconds": rollout_s,
         "verl_validate_config": "passed" if validation else "not run",
@@ -697,6 +722,73 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
     path.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
     report["report_path"] = str(path)
     return report
+
+
+PROBE_KNOBS = {"lambda_tool": 0.5, "lambda_sum": 2.0, "tara_lambda": 0.7, "tara_gamma": 0.8, "toolpo_lambda": 0.6}
+_GOLDEN_ATOL = 1e-4  # float32 rewards on tokens vs float64 expected values
+
+
+def _golden_params(cfg: DictConfig) -> Any:
+    from trainer.golden import GoldenParams
+
+    knobs = {k: OmegaConf.select(cfg, f"algorithm.gust.{k}", default=None) for k in GoldenParams.__dataclass_fields__}
+    return GoldenParams(**{k: float(v) for k, v in knobs.items() if v is not None})
+
+
+def _with_knobs(cfg: DictConfig, knobs: Mapping[str, float]) -> DictConfig:
+    probe = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    with open_dict(probe):
+        for key, value in knobs.items():
+            OmegaConf.update(probe, f"algorithm.gust.{key}", value, force_add=True)
+    return probe
+
+
+def _golden_checks(checks: list[dict[str, Any]], cfg: DictConfig, layout: str, trajectories: list[dict],
+                   rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str], keys: list[str],
+                   record: Any) -> dict[str, Any]:  # fmt: skip
+    """Compare turn rewards, reward placement and advantages with `trainer.golden`'s independent values, under the
+    config's knobs and under `PROBE_KNOBS` (λ ≠ 1 exposes λ applied before normalisation)."""
+    from trainer.golden import Trajectory, expected_advantages, expected_rewards, expected_turn_rewards
+    from trainer.rewards import decode_turn_rewards
+
+    trajs, turn_bad, place_bad = [], [], []
+    for i, t in enumerate(trajectories):
+        fields = t["fields"]
+        extra = fields["extra_fields"]
+        info = extra["reward_extra_info"]
+        executed = json.loads(extra[TURN_CALLS_KEY])
+        traj = Trajectory(uid=t["uid"], mask=[int(m) for m in fields["response_mask"].tolist()], info=info,
+                          conversational=json.loads(extra.get(UNSCORED_RUNS_KEY) or "[]"), executed=executed)
+        trajs.append(traj)
+        turn_level = bool(t["output"].extra_fields.get("reward_extra_info", {}).get("turn_count"))
+        expected_turns = expected_turn_rewards(t["gold"], executed) if turn_level else []
+        if decode_turn_rewards(info["turn_rewards"]) != expected_turns:
+            turn_bad.append((t["variant"], decode_turn_rewards(info["turn_rewards"]), expected_turns))
+        want = expected_rewards(traj, layout, expected_turns)
+        row = rm_scores[i, : len(traj.mask)].tolist()
+        got = {k: v for k, v in enumerate(row) if v != 0}
+        if set(got) - set(want) or any(abs(row[k] - v) > 1e-6 for k, v in want.items()):
+            place_bad.append((t["variant"], got, want))
+    _check(checks, "golden_turn_rewards", not turn_bad, f"{len(trajs) - len(turn_bad)}/{len(trajs)} trajectories' "
+           "turn rewards = gold step ⊆ executed calls of scored turn t" + (f"; differ: {turn_bad[:3]}" if turn_bad
+                                                                           else ""))  # fmt: skip
+    _check(checks, "golden_reward_placement", not place_bad, f"rm_scores at the independently expected positions "
+           f"(layout {layout!r})" + (f"; differ: {place_bad[:2]}" if place_bad else ""))  # fmt: skip
+    algo = str(cfg.algorithm.adv_estimator)
+    if not cfg.algorithm.get("norm_adv_by_std_in_grpo", True) or OmegaConf.select(
+            cfg, "algorithm.gust.tara_absent_turns", default="zero") != "zero":  # fmt: skip
+        return {"run": False, "reason": "not run: golden values cover the default normalisation only"}
+    placed = [expected_rewards(tr, layout, expected_turn_rewards(t["gold"], tr.executed)
+                               if tr.info.get("turn_count") else []) for tr, t in zip(trajs, trajectories)]  # fmt: skip
+    worst: dict[str, float] = {}
+    for name, probe in (("config", cfg), ("probe", _with_knobs(cfg, PROBE_KNOBS))):
+        adv = _advantages(probe, rm_scores, mask, uids, keys, record)
+        want = expected_advantages(trajs, algo, placed, _golden_params(probe))
+        worst[name] = max((abs(float(adv[i, k]) - w) for i, row in enumerate(want) for k, w in enumerate(row)),
+                          default=0.0)  # fmt: skip
+    _check(checks, "golden_advantages", max(worst.values()) <= _GOLDEN_ATOL,
+           f"max |verl advantage - expected| {worst} (config knobs and probe {PROBE_KNOBS})")  # fmt: skip
+    return {"run": True, "max_abs_diff": worst, "probe_knobs": PROBE_KNOBS}
 
 
 def _isolation(cfg: DictConfig, trajectories: list[dict], uids: list[str], keys: list[str], mask: torch.Tensor,

@@ -90,7 +90,7 @@ def test_hierr_scores_the_executed_calls_only(gust_gt):
     assert full["r_tool"] == pytest.approx(1.0) and out["s_fmt"] == 1.0
     assert out["s_name"] == pytest.approx(2 * 2 / (2 + 3)) and out["r_action"] == pytest.approx(2 / 3)
     assert out["r_tool"] < full["r_tool"] and out["r_succ"] == 0.0
-    assert out["pred_call_count"] == 3  # the text parse is still reported (the rehearsal compares the two)
+    assert (out["pred_call_count"], out["text_call_count"]) == (2, 3)  # scored vs read in the text
     broken = compute_score("gust", text + "<tool_call>{oops</tool_call>", gust_gt,
                            {TURN_CALLS_KEY: json.dumps(executed[:1] + full_turns(GOLD_STAGES)[1:])})  # fmt: skip
     assert broken["s_fmt"] == pytest.approx(3 / 4)

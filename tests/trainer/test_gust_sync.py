@@ -3,7 +3,7 @@
 verl's ``AgentLoopWorker`` is built from the composed training config in simulated-user mode (offline user) and runs
 every trajectory through ``_run_agent_loop``; the outputs are stored by verl's own
 ``AgentLoopWorkerTQ._agent_loop_postprocess`` (the V1 put) into an in-process TransferQueue stand-in
-(`tests.trainer.fake_tq`); then ``GustTrainerSync._compute_advantage`` (verl's V1 ``_compute_advantage`` inside our
+(`trainer.local_tq`); then ``GustTrainerSync._compute_advantage`` (verl's V1 ``_compute_advantage`` inside our
 turn-record wrapper) and ``GustTrainerSync._compute_metrics``'s gust part read them back by the batch's keys.
 """
 
@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.trainer import test_agent_loop as tal
-from tests.trainer.fake_tq import FakeTQ
+from trainer.local_tq import LocalTQ, use_local_tq
 from trainer.convert import write_rows
 from trainer.launch import CONFIG_DIR, DataPlan, compose_config
 from trainer.rehearse import _LocalRewardHandle
@@ -40,17 +40,10 @@ SCRIPTS = {
 GROUPS = {"g0": "ghkm", "g1": "bg"}
 
 
-def _patch_tq(monkeypatch: pytest.MonkeyPatch) -> FakeTQ:
-    import sys
-
-    import verl.trainer.ppo.v1.agent_loop_tq as loop_tq
-    import verl.trainer.ppo.v1.trainer_base as base
-
-    fake = FakeTQ()
-    monkeypatch.setitem(sys.modules, "transfer_queue", fake)
-    monkeypatch.setattr(loop_tq, "tq", fake)
-    monkeypatch.setattr(base, "tq", fake)
-    return fake
+@pytest.fixture()
+def fake() -> Any:
+    with use_local_tq() as store:
+        yield store
 
 
 def _worker_cls() -> type:
@@ -63,7 +56,7 @@ def _worker_cls() -> type:
     return Worker
 
 
-def run_groups(algo: str, model_dir: Path, tmp: Path, fake: FakeTQ, monkeypatch: pytest.MonkeyPatch) -> Any:
+def run_groups(algo: str, model_dir: Path, tmp: Path, fake: LocalTQ, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Roll out GROUPS through verl's worker into ``fake``; return (config, keys)."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
@@ -120,11 +113,10 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["tara", "slca_tara", "slca", "toolpo"])
 def test_equally_good_rollouts_with_different_user_turns_get_equal_advantages(
-    algo: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    algo: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: LocalTQ
 ) -> None:
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
-    fake = _patch_tq(monkeypatch)
     cfg, keys = run_groups(algo, model_dir, tmp_path, fake, monkeypatch)
     g0 = [k for k in keys if k.startswith("g0_")]
     extra = [fake.store[("train", k)]["extra_fields"] for k in g0]
@@ -143,11 +135,10 @@ def test_equally_good_rollouts_with_different_user_turns_get_equal_advantages(
 
 
 @pytest.mark.slow
-def test_metrics_hook_end_to_end_skips_padding(model_dir: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_metrics_hook_end_to_end_skips_padding(model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               fake: LocalTQ) -> None:  # fmt: skip
     from verl.trainer.ppo.v1 import PPOTrainerSync
 
-    fake = _patch_tq(monkeypatch)
     cfg, keys = run_groups("slca", model_dir, tmp_path, fake, monkeypatch)
     worse = next(k for k in keys if k.startswith("g1_0"))
     fake.copy_as_padding(worse, "pad_0")

@@ -459,7 +459,8 @@ class Scorer:
             state_checked=int(state.checked),
             state_match=1.0 if state.match else 0.0,
             gold_call_count=sum(len(step) for step in gold),
-            pred_call_count=len(prep.parsed.calls),  # what the reward's parser reads in the text
+            pred_call_count=len(parsed.calls),  # what HierR scored (executed when recorded)
+            text_call_count=len(prep.parsed.calls),  # what the reward's parser reads in the text
         )
         if state.error:
             out["error_type"] = "state_replay_error"

@@ -1,10 +1,21 @@
-"""An in-process stand-in for TransferQueue's key-value API (what verl 0.9.1's V1 trainer and AgentLoopWorkerTQ call),
-for CPU tests of the ``gust_sync`` hooks. Like the real ``kv_batch_get``, selecting a field that no sample holds
-silently leaves it out of the returned TensorDict (``BatchMeta.select_fields`` keeps only known fields); the store is
-filled by verl's own ``AgentLoopWorkerTQ._agent_loop_postprocess`` in the tests, so the field names are verl's."""
+"""An in-process stand-in for TransferQueue's key-value API (what verl 0.9.1's V1 trainer and ``AgentLoopWorkerTQ``
+call), for the CPU rehearsal and tests of the ``gust_sync`` hooks.
+
+Why: the real TransferQueue runs storage actors on Ray and needs ≥16 CPU slots (it hangs on a 2-core box, see
+verl-on-cpu.md §4), so a CPU rehearsal cannot start it. ``use_local_tq()`` swaps the ``tq`` module that verl's
+``agent_loop_tq`` and ``trainer_base`` modules (and ours) use for a ``LocalTQ`` for the duration of a block and
+restores it afterwards; verl's code runs unchanged on top of it. The store is filled by verl's own
+``AgentLoopWorkerTQ._agent_loop_postprocess``, so the field names are verl's. Like the real ``kv_batch_get``,
+selecting a field that no sample holds silently leaves it out of the returned TensorDict
+(``BatchMeta.select_fields`` keeps only known fields), so a wrong field name fails where it would on a GPU.
+Never used by a real launch.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -22,7 +33,10 @@ def _item(fields: TensorDict, name: str, i: int) -> Any:
     return value[i]
 
 
-class FakeTQ:
+__all__ = ["LocalTQ", "use_local_tq"]
+
+
+class LocalTQ:
     """keys → per-sample field dicts, per partition."""
 
     def __init__(self) -> None:
@@ -62,3 +76,23 @@ class FakeTQ:
         for i, key in enumerate(keys):
             self.store[(partition_id, key)].update({name: _item(fields, name, i) for name in fields.keys()})
         return self.meta(keys, partition_id)
+
+
+@contextmanager
+def use_local_tq(store: LocalTQ | None = None) -> Iterator[LocalTQ]:
+    """Route verl's and our ``transfer_queue`` calls to ``store`` (a fresh ``LocalTQ`` by default) inside the block."""
+    import verl.trainer.ppo.v1.agent_loop_tq as loop_tq
+    import verl.trainer.ppo.v1.trainer_base as base
+
+    store = store or LocalTQ()
+    saved = (sys.modules.get("transfer_queue"), loop_tq.tq, base.tq)
+    sys.modules["transfer_queue"] = store  # type: ignore[assignment]  # our lazy `import transfer_queue as tq`
+    loop_tq.tq, base.tq = store, store
+    try:
+        yield store
+    finally:
+        if saved[0] is None:
+            sys.modules.pop("transfer_queue", None)
+        else:
+            sys.modules["transfer_queue"] = saved[0]
+        loop_tq.tq, base.tq = saved[1], saved[2]
