@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GoldenParams", "Trajectory", "expected_advantages", "expected_rewards", "expected_turn_rewards",
-           "scored_runs_of"]  # fmt: skip
+__all__ = ["GoldenParams", "Trajectory", "expected_advantages", "expected_rewards", "expected_s_par",
+           "expected_turn_rewards", "scored_runs_of"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,14 @@ def expected_turn_rewards(gold_steps: Sequence[Sequence[Mapping[str, Any]]],
                           executed: Sequence[Sequence[Mapping[str, Any]]]) -> list[float]:  # fmt: skip
     """TARA r_t = 1 iff gold step t ⊆ the calls EXECUTED in scored turn t (ToolVerse §3.3)."""
     return [1.0 if t < len(executed) and _turn_ok(g, executed[t]) else 0.0 for t, g in enumerate(gold_steps)]
+
+
+def expected_s_par(gold_steps: Sequence[Sequence[Mapping[str, Any]]],
+                   executed: Sequence[Sequence[Mapping[str, Any]]]) -> float:  # fmt: skip
+    """S_par by the paper's rule: 1 iff the agent's first step (first scored turn that executed calls) holds as many
+    calls as the first gold step (0 calls vs 0 when either side has none)."""
+    first = next((len(turn) for turn in executed if turn), 0)
+    return 1.0 if first == (len(gold_steps[0]) if gold_steps else 0) else 0.0
 
 
 def _penalised(info: Mapping[str, Any]) -> bool:

@@ -27,9 +27,9 @@ import io
 import logging
 import tempfile
 from collections.abc import Sequence
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException

@@ -50,7 +50,8 @@ class LocalTQ:
     async def async_kv_put(self, key: str, partition_id: str, tag: dict | None = None, **_: Any) -> None:
         return None  # prompt-level status tags; not read by the hooks under test
 
-    async def async_kv_batch_put(self, keys: list[str], fields: TensorDict, tags: list[dict], partition_id: str) -> None:
+    async def async_kv_batch_put(self, keys: list[str], fields: TensorDict, tags: list[dict],
+                                 partition_id: str) -> None:  # fmt: skip
         for i, key in enumerate(keys):
             self.store[(partition_id, key)] = {name: _item(fields, name, i) for name in fields.keys()}
             self.tags[(partition_id, key)] = dict(tags[i])
@@ -61,7 +62,8 @@ class LocalTQ:
         self.tags[(partition_id, new_key)] = {**self.tags[(partition_id, key)], "is_padding": True}
 
     def meta(self, keys: list[str], partition_id: str = "train") -> KVBatchMeta:
-        return KVBatchMeta(keys=list(keys), tags=[self.tags[(partition_id, k)] for k in keys], partition_id=partition_id)
+        tags = [self.tags[(partition_id, k)] for k in keys]
+        return KVBatchMeta(keys=list(keys), tags=tags, partition_id=partition_id)
 
     def kv_batch_get(self, keys: list[str], partition_id: str, select_fields: list[str] | str | None = None) -> Any:
         rows = [self.store[(partition_id, k)] for k in keys]

@@ -267,20 +267,47 @@ class _LocalRewardHandle:
         return self._worker.compute_score(data)
 
 
-def _worker_class() -> type:
+def _worker_class(store: Any) -> type:
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+    put = AgentLoopWorkerTQ.__ray_metadata__.modified_class._agent_loop_postprocess  # the Ray actor's method
 
     class RehearsalWorker(AgentLoopWorker):
-        """verl's ``AgentLoopWorker`` whose post-processing is the V1 ``AgentLoopWorkerTQ``'s minus the
-        TransferQueue put: score through the reward worker, then ``output.as_dict()`` (``rm_scores``)."""
+        """verl's ``AgentLoopWorker`` with the V1 ``AgentLoopWorkerTQ`` post-processing (score through the reward
+        worker, ``output.as_dict()`` → ``rm_scores``, put into TransferQueue — here the in-process `LocalTQ`); returns
+        the stored sample so the report reads what the trainer will read."""
 
         async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> dict[str, Any]:
-            outputs = output if isinstance(output, list) else [output]
-            await self._compute_score(outputs, kwargs=kwargs)
-            final = outputs[-1]
-            return {"output": final, "fields": final.as_dict()}
+            final = (output if isinstance(output, list) else [output])[-1]
+            await put(self, output, validate, **kwargs)
+            return {"output": final, "fields": store.store[("train", f"{kwargs['uid']}_{kwargs['session_id']}_0")]}
 
     return RehearsalWorker
+
+
+def _trainer(cfg: DictConfig) -> Any:
+    """The ``gust_sync`` trainer object for its hooks only (no workers: they need GPUs)."""
+    from trainer.v1_trainer import GustTrainerSync
+
+    trainer = object.__new__(GustTrainerSync)
+    trainer.config = cfg
+    return trainer
+
+
+def _advantages(cfg: DictConfig, store: Any, keys: list[str], rm_scores: torch.Tensor | None = None) -> torch.Tensor:
+    """Advantages from ``GustTrainerSync._compute_advantage`` (verl's V1 method inside our turn-record wrapper) on the
+    stored batch; ``rm_scores`` (padded rows) replaces the stored rewards for this call only."""
+    saved = [store.store[("train", k)]["rm_scores"] for k in keys]
+    if rm_scores is not None:
+        for key, row, old in zip(keys, rm_scores, saved, strict=True):
+            store.store[("train", key)]["rm_scores"] = row[: old.numel()].clone()
+    try:
+        _trainer(cfg)._compute_advantage(store.meta(keys), {})
+    finally:
+        for key, old in zip(keys, saved, strict=True):
+            store.store[("train", key)]["rm_scores"] = old
+    return _pad([store.store[("train", k)]["advantages"] for k in keys], torch.float32)
 
 
 # ----------------------------------------------------------------------------------------------- the run
@@ -329,33 +356,6 @@ def _pad(rows: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     for i, r in enumerate(rows):
         out[i, : r.numel()] = r.to(dtype)
     return out
-
-
-def _advantages(cfg: DictConfig, rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str], keys: list[str],
-                record: Any = None) -> Any:  # fmt: skip
-    """verl's V1 advantage call, inside the loop's turn record as the ``gust_sync`` trainer runs it."""
-    from trainer.estimators import agent_turns
-
-    with agent_turns(record):
-        return _verl_advantages(cfg, rm_scores, mask, uids, keys)
-
-
-def _verl_advantages(cfg: DictConfig, rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str],
-                     keys: list[str]) -> Any:  # fmt: skip
-    from verl import DataProto
-    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
-
-    data = DataProto.from_dict(
-        tensors={"rm_scores": rm_scores, "response_mask": mask, "token_level_scores": rm_scores.clone(),
-                 "token_level_rewards": rm_scores.clone()},
-        non_tensors={"uid": np.array(uids, dtype=object)},
-    )  # fmt: skip
-    data = compute_advantage_for_multi_trajectories(
-        data, batch_keys=keys, adv_estimator=cfg.algorithm.adv_estimator, gamma=cfg.algorithm.gamma,
-        lam=cfg.algorithm.lam, num_repeat=cfg.actor_rollout_ref.rollout.n,
-        norm_adv_by_std_in_grpo=cfg.algorithm.get("norm_adv_by_std_in_grpo", True), config=cfg.algorithm,
-    )  # fmt: skip
-    return data.batch["advantages"]
 
 
 _ATTENTION_BUDGET_BYTES = 2 * 2**30  # CPU attention scores of one gradient step: batch x heads x width^2 x 4 bytes
@@ -457,13 +457,14 @@ def _check(checks: list[dict[str, Any]], name: str, passed: bool, detail: str) -
     checks.append({"name": name, "passed": bool(passed), "detail": detail})
 
 
-async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy: ScriptedPolicy) -> list[dict]:
+async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy: ScriptedPolicy, store: Any,
+                            variants: Sequence[str] = VARIANTS, prefix: str = "row") -> list[dict]:  # fmt: skip
     from verl.experimental.agent_loop.agent_loop import get_dataset_class
     from verl.experimental.agent_loop.tool_parser import ToolParser
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     reward_worker = RewardLoopWorker(cfg)
-    worker = _worker_class()(cfg, policy, reward_loop_worker_handles=[_LocalRewardHandle(reward_worker)])
+    worker = _worker_class(store)(cfg, policy, reward_loop_worker_handles=[_LocalRewardHandle(reward_worker)])
     dataset_cls = get_dataset_class(cfg.data)
     dataset = dataset_cls(data_files=[str(p) for p in _files(cfg.data.train_files)], tokenizer=worker.tokenizer,
                           config=cfg.data, processor=None)  # fmt: skip
@@ -472,18 +473,20 @@ async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy:
     results = []
     for index in range(min(len(dataset), len(rows))):
         item = dataset[index]
-        uid = f"row{index}"
+        uid = f"{prefix}{index}"
         kwargs = {k: v for k, v in item.items() if not isinstance(v, torch.Tensor)}
         agent_name = str(kwargs.pop("agent_name", AGENT_NAME))
         gold = json.loads(kwargs["reward_model"]["ground_truth"]["gold_tool_calls"])
-        for session, variant in enumerate(VARIANTS):
+        for session, variant in enumerate(variants):
             policy.start(script_for(variant, gold, _final_text(kwargs), _parallel_cap(cfg)))
             trajectory = {"step": 0, "sample_index": index, "rollout_n": session, "validate": False}
             started = time.perf_counter()
             done = await worker._run_agent_loop(sampling, trajectory, agent_name=agent_name, trace=False,
-                                                uid=uid, session_id=session, **kwargs)  # fmt: skip
+                                                uid=uid, session_id=session, global_steps=1, **kwargs)  # fmt: skip
             hermes_calls = [len(calls) for calls in await _stock_counts(hermes, policy.generations)]
+            turn_level = bool(kwargs["reward_model"]["ground_truth"].get("turn_level"))
             results.append({"uid": uid, "session": session, "variant": variant, "row": index, "gold": gold,
+                            "turn_level": turn_level and bool(gold),
                             "hermes_calls": sum(hermes_calls), "seconds": time.perf_counter() - started, **done})
     return results
 
@@ -569,16 +572,21 @@ def rehearse(
     from transformers import AutoTokenizer
 
     policy = ScriptedPolicy(AutoTokenizer.from_pretrained(model_dir))
+    from trainer.local_tq import use_local_tq
+
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    try:
-        trajectories = loop.run_until_complete(_run_trajectories(cfg, rows, policy))
-    finally:
-        loop.close()
-        asyncio.set_event_loop(None)
-    rollout_s = time.perf_counter() - started
-    user_loop = _user_loop(plan.train, cfg, max_rows) if user_sim else None
-    return _report(algo, cfg, layout, target, trajectories, model_dir, device, out, validation, rollout_s, user_loop)
+    with use_local_tq() as store:
+        try:
+            trajectories = loop.run_until_complete(_run_trajectories(cfg, rows, policy, store))
+            rollout_s = time.perf_counter() - started
+            caps = loop.run_until_complete(_cap_probe(cfg, rows, policy, store))
+        finally:
+            loop.close()
+            asyncio.set_event_loop(None)
+        user_loop = _user_loop(plan.train, cfg, max_rows) if user_sim else None
+        return _report(algo, cfg, layout, target, trajectories, model_dir, device, out, validation, rollout_s,
+                       user_loop, store, caps)  # fmt: skip
 
 
 def configured_loop(cfg: DictConfig) -> str:
@@ -595,7 +603,7 @@ def _user_loop(data: Path, cfg: DictConfig, max_rows: int | None) -> dict[str, A
     from trainer.user_rehearsal import rehearse_user_loop
 
     started = time.perf_counter()
-    result = rehearse_user_loop(data, limit=max_rows or 3, adv_estimator=str(cfg.algorithm.adv_estimator))
+    result = rehearse_user_loop(data, limit=max_rows or 3, config=cfg)  # the composed config: caps, parser
     return {**result, "simulator": "offline", "seconds": time.perf_counter() - started}
 
 
@@ -615,6 +623,7 @@ def _user_loop_summary(user_loop: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "run": True, "ok": bool(user_loop["ok"]), "simulator": user_loop["simulator"], "rows": rows,
         "adv_estimator": user_loop["adv_estimator"], "seconds": user_loop["seconds"],
+        "parser": user_loop.get("parser"), "caps": user_loop.get("caps"),
         "user_turns": sum(r["user_turns"] for r in rows),
         "agent_turns_scored": sum(r["agent_turns_scored"] for r in rows),
     }  # fmt: skip
@@ -622,7 +631,8 @@ def _user_loop_summary(user_loop: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: list[dict], model_dir: Path,
             device: str, out: Path, validation: Any, rollout_s: float,
-            user_loop: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+            user_loop: Mapping[str, Any] | None = None, store: Any = None,
+            caps: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     checks: list[dict[str, Any]] = []
     fields = [t["fields"] for t in trajectories]
     infos = [f["extra_fields"]["reward_extra_info"] for f in fields]
@@ -671,12 +681,11 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         p["score"] >= max(q["score"] for q in per_traj if q["row"] == p["row"]) - 1e-9 for p in gold),
         "the gold replay has the highest true score of its group")  # fmt: skip
 
-    uids = [t["uid"] for t in trajectories]
     keys = [f"{t['uid']}_{t['session']}_0" for t in trajectories]
     from trainer.estimators import TurnRecord
 
     record = TurnRecord.from_extra_fields(extras)  # the loop's record, as the gust_sync trainer reads it
-    adv = _advantages(cfg, rm_scores, mask, uids, keys, record)
+    adv = _advantages(cfg, store, keys)
     tool, summary = _segments(mask, record)
     share = {
         "tool_tokens": int(tool.sum()), "summary_tokens": int(summary.sum()),
@@ -687,8 +696,11 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
            f"{share['tool_nonzero_share']:.3f} of {share['tool_tokens']} tool tokens have a non-zero advantage")
     _check(checks, "no_advantage_off_mask", bool(torch.all(adv[mask == 0] == 0)), "observation/padding tokens get 0")
 
-    golden = _golden_checks(checks, cfg, layout, trajectories, rm_scores, mask, uids, keys, record)
-    isolation = _isolation(cfg, trajectories, uids, keys, mask, adv, tool, summary, record)
+    golden = _golden_checks(checks, cfg, layout, trajectories, rm_scores, store, keys)
+    isolation = _isolation(cfg, trajectories, store, keys, adv, tool, summary)
+    hook = _metrics_hook_check(checks, cfg, trajectories, store, keys)
+    if caps is not None:
+        _check(checks, "turn_caps_fit_gold", caps["gold_finished"], caps["detail"])
     if algo in ISOLATED_ALGOS:
         _check(checks, "isolation", isolation["tool_unchanged"] and isolation["summary_changed"],
                "perturbing only R_sum leaves every tool-token advantage bit-identical and moves summary tokens")
@@ -709,7 +721,7 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         "parser": {"format": str(cfg.actor_rollout_ref.rollout.multi_turn.format),
                    "stock_hermes_disagrees_with_reward_on": sorted(set(hermes_gap))},
         "trajectories": per_traj, "advantage": share, "isolation": isolation, "gradients": gradients,
-        "golden": golden,
+        "golden": golden, "gust_sync_metrics": hook, "turn_caps": caps,
         "judge": str(cfg.reward.custom_reward_function.reward_kwargs.judge),
         "validation_files": _files(cfg.data.val_files), "rollout_seconds": rollout_s,
         "verl_validate_config": "passed" if validation else "not run",
@@ -744,14 +756,14 @@ def _with_knobs(cfg: DictConfig, knobs: Mapping[str, float]) -> DictConfig:
 
 
 def _golden_checks(checks: list[dict[str, Any]], cfg: DictConfig, layout: str, trajectories: list[dict],
-                   rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str], keys: list[str],
-                   record: Any) -> dict[str, Any]:  # fmt: skip
+                   rm_scores: torch.Tensor, store: Any, keys: list[str]) -> dict[str, Any]:  # fmt: skip
     """Compare turn rewards, reward placement and advantages with `trainer.golden`'s independent values, under the
     config's knobs and under `PROBE_KNOBS` (λ ≠ 1 exposes λ applied before normalisation)."""
-    from trainer.golden import Trajectory, expected_advantages, expected_rewards, expected_turn_rewards
+    from trainer.golden import Trajectory, expected_advantages, expected_rewards, expected_s_par, expected_turn_rewards
     from trainer.rewards import decode_turn_rewards
 
-    trajs, turn_bad, place_bad = [], [], []
+    step_unit = str(cfg.reward.custom_reward_function.reward_kwargs.get("par_unit", "step")) == "step"
+    trajs, turn_bad, place_bad, par_bad = [], [], [], []
     for i, t in enumerate(trajectories):
         fields = t["fields"]
         extra = fields["extra_fields"]
@@ -760,10 +772,11 @@ def _golden_checks(checks: list[dict[str, Any]], cfg: DictConfig, layout: str, t
         traj = Trajectory(uid=t["uid"], mask=[int(m) for m in fields["response_mask"].tolist()], info=info,
                           conversational=json.loads(extra.get(UNSCORED_RUNS_KEY) or "[]"), executed=executed)
         trajs.append(traj)
-        turn_level = bool(t["output"].extra_fields.get("reward_extra_info", {}).get("turn_count"))
-        expected_turns = expected_turn_rewards(t["gold"], executed) if turn_level else []
+        expected_turns = expected_turn_rewards(t["gold"], executed) if t["turn_level"] else []
         if decode_turn_rewards(info["turn_rewards"]) != expected_turns:
             turn_bad.append((t["variant"], decode_turn_rewards(info["turn_rewards"]), expected_turns))
+        if step_unit and not int(info["omission"]) and float(info["s_par"]) != expected_s_par(t["gold"], executed):
+            par_bad.append((t["variant"], float(info["s_par"])))
         want = expected_rewards(traj, layout, expected_turns)
         row = rm_scores[i, : len(traj.mask)].tolist()
         got = {k: v for k, v in enumerate(row) if v != 0}
@@ -772,17 +785,20 @@ def _golden_checks(checks: list[dict[str, Any]], cfg: DictConfig, layout: str, t
     _check(checks, "golden_turn_rewards", not turn_bad, f"{len(trajs) - len(turn_bad)}/{len(trajs)} trajectories' "
            "turn rewards = gold step ⊆ executed calls of scored turn t" + (f"; differ: {turn_bad[:3]}" if turn_bad
                                                                            else ""))  # fmt: skip
+    _check(checks, "golden_s_par", not par_bad, ("S_par = [first executed step has as many calls as the first gold "
+           "step]" if step_unit else "not run: par_unit=block (the reference code's rule) has no golden value")
+           + (f"; differ: {par_bad[:3]}" if par_bad else ""))  # fmt: skip
     _check(checks, "golden_reward_placement", not place_bad, f"rm_scores at the independently expected positions "
            f"(layout {layout!r})" + (f"; differ: {place_bad[:2]}" if place_bad else ""))  # fmt: skip
     algo = str(cfg.algorithm.adv_estimator)
     if not cfg.algorithm.get("norm_adv_by_std_in_grpo", True) or OmegaConf.select(
             cfg, "algorithm.gust.tara_absent_turns", default="zero") != "zero":  # fmt: skip
         return {"run": False, "reason": "not run: golden values cover the default normalisation only"}
-    placed = [expected_rewards(tr, layout, expected_turn_rewards(t["gold"], tr.executed)
-                               if tr.info.get("turn_count") else []) for tr, t in zip(trajs, trajectories)]  # fmt: skip
+    placed = [expected_rewards(tr, layout, expected_turn_rewards(t["gold"], tr.executed) if t["turn_level"] else [])
+              for tr, t in zip(trajs, trajectories, strict=True)]
     worst: dict[str, float] = {}
     for name, probe in (("config", cfg), ("probe", _with_knobs(cfg, PROBE_KNOBS))):
-        adv = _advantages(probe, rm_scores, mask, uids, keys, record)
+        adv = _advantages(probe, store, keys)
         want = expected_advantages(trajs, algo, placed, _golden_params(probe))
         worst[name] = max((abs(float(adv[i, k]) - w) for i, row in enumerate(want) for k, w in enumerate(row)),
                           default=0.0)  # fmt: skip
@@ -791,8 +807,8 @@ def _golden_checks(checks: list[dict[str, Any]], cfg: DictConfig, layout: str, t
     return {"run": True, "max_abs_diff": worst, "probe_knobs": PROBE_KNOBS}
 
 
-def _isolation(cfg: DictConfig, trajectories: list[dict], uids: list[str], keys: list[str], mask: torch.Tensor,
-               adv: torch.Tensor, tool: torch.Tensor, summary: torch.Tensor, record: Any = None) -> dict[str, Any]:  # fmt: skip
+def _isolation(cfg: DictConfig, trajectories: list[dict], store: Any, keys: list[str], adv: torch.Tensor,
+               tool: torch.Tensor, summary: torch.Tensor) -> dict[str, Any]:  # fmt: skip
     """Re-run as_dict and the advantage with R_sum (and the score) of one trajectory per group shifted."""
     rows = []
     seen: set[str] = set()
@@ -807,13 +823,75 @@ def _isolation(cfg: DictConfig, trajectories: list[dict], uids: list[str], keys:
             output.reward_score = info["score"]
         output.extra_fields["reward_extra_info"] = info
         rows.append(output.as_dict()["rm_scores"])
-    perturbed = _advantages(cfg, _pad(rows, torch.float32), mask, uids, keys, record)
+    perturbed = _advantages(cfg, store, keys, _pad(rows, torch.float32))
     return {
         "perturbed_trajectories": len(seen),
         "tool_unchanged": bool(torch.equal(perturbed[tool], adv[tool])),
         "summary_changed": bool(not torch.equal(perturbed[summary], adv[summary])),
         "max_tool_change": float((perturbed - adv)[tool].abs().max()) if tool.any() else 0.0,
     }
+
+
+def _tightest_caps(cfg: DictConfig, steps: Sequence[int]) -> tuple[int, int]:
+    """The smallest (max_user_turns, max_assistant_turns) the launch's data check accepts for these gold lengths."""
+    from trainer.launch import _check_turn_caps
+
+    def accepted(user: int, assistant: int) -> bool:
+        try:
+            _check_turn_caps(_with_caps(cfg, user, assistant), "rehearsal rows", steps)
+        except ConfigError:
+            return False
+        return True
+
+    big = max(steps, default=1) + 10
+    user = next((c for c in range(1, big + 1) if accepted(c, big)), big)
+    assistant = next((c for c in range(1, big + 1) if accepted(big, c)), big)
+    return user, assistant
+
+
+def _with_caps(cfg: DictConfig, user: int, assistant: int) -> DictConfig:
+    capped = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    capped.actor_rollout_ref.rollout.multi_turn.max_user_turns = user
+    capped.actor_rollout_ref.rollout.multi_turn.max_assistant_turns = assistant
+    return capped
+
+
+async def _cap_probe(cfg: DictConfig, rows: list[dict[str, Any]], policy: ScriptedPolicy, store: Any) -> dict:
+    """Replay the gold of every row under the TIGHTEST turn caps the launch's data check accepts: the check must never
+    accept caps under which the gold cannot finish (an off-by-one there truncates the last gold turn)."""
+    from trainer.rewards import decode_turn_rewards
+
+    steps = [len(json.loads(r["reward_model"]["ground_truth"]["gold_tool_calls"])) for r in rows]
+    user, assistant = _tightest_caps(cfg, steps)
+    done = await _run_trajectories(_with_caps(cfg, user, assistant), rows, policy, store, ("gold",), prefix="caps")
+    short = []
+    for t in done:
+        info = t["fields"]["extra_fields"]["reward_extra_info"]
+        executed = sum(len(turn) for turn in json.loads(t["fields"]["extra_fields"][TURN_CALLS_KEY]))
+        full = executed == sum(len(step) for step in t["gold"]) and all(
+            r == 1.0 for r in decode_turn_rewards(info["turn_rewards"]))
+        if not full:
+            short.append(t["row"])
+    return {"max_user_turns": user, "max_assistant_turns": assistant, "gold_finished": not short,
+            "detail": f"tightest caps the data check accepts: max_user_turns={user}, max_assistant_turns={assistant} "
+                      f"(gold steps {steps}); gold replays cut short: {short}"}  # fmt: skip
+
+
+def _metrics_hook_check(checks: list[dict[str, Any]], cfg: DictConfig, trajectories: list[dict], store: Any,
+                        keys: list[str]) -> dict[str, float]:  # fmt: skip
+    """``GustTrainerSync.gust_metrics`` on the stored batch plus two padding copies of its worst trajectory (what
+    verl's upsampling adds): the means must be over the real trajectories only (expected values computed here)."""
+    infos = [t["fields"]["extra_fields"]["reward_extra_info"] for t in trajectories]
+    worst = min(range(len(keys)), key=lambda i: float(infos[i]["score"]))
+    pads = [f"gust-padding-{i}" for i in range(2)]
+    for pad in pads:
+        store.copy_as_padding(keys[worst], pad)
+    metrics = _trainer(cfg).gust_metrics(store.meta([*keys, *pads]))
+    expected = float(np.mean([float(i["score"]) for i in infos]))
+    got = metrics.get("gust/score/mean")
+    _check(checks, "gust_sync_metrics", got is not None and abs(got - expected) < 1e-9,
+           f"gust/score/mean {got} over the real trajectories = {expected:.6f} (2 padding rows added)")
+    return metrics
 
 
 def format_report(report: Mapping[str, Any]) -> str:

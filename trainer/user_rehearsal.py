@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
@@ -163,7 +163,7 @@ def register_user_loops() -> None:
 
 
 def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara", agent_name: str | None = None,
-                       register: bool = True) -> dict[str, Any]:  # fmt: skip
+                       register: bool = True, config: Any = None) -> dict[str, Any]:  # fmt: skip
     """Run `limit` GUST rows of a verl parquet through simulated-user mode on CPU and check the invariants.
 
     Args:
@@ -173,6 +173,9 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
         agent_name: Route every row to this registered name (default: the row's `agent_name`).
         register: Load the registry file first (False when the caller did, in verl's order, before any import of
             our modules).
+        config: The composed training config (`gust train --rehearse --user-sim` passes it: its turn caps, its
+            ``gust_hermes`` parser, its user cap); default: a minimal config with generous caps and verl's stock
+            ``hermes`` parser (unit tests of the loop alone).
 
     Returns:
         {"ok": all rows passed, "rows": per-row report with the checks}.
@@ -184,8 +187,10 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
     if register:
         register_user_loops()
     tools = load_all_tools(tool_config_path=str(CONFIG_DIR / "tools.yaml"), function_tool_path=None)
-    config = _config(adv_estimator)
-    config.gust = {"env_root": str(env_root)}  # relative env dirs resolve against the recorded root
+    config = _config(adv_estimator) if config is None else OmegaConf.create(OmegaConf.to_container(config,
+                                                                                                   resolve=True))
+    with open_dict(config):
+        config.gust = {**(config.get("gust") or {}), "env_root": str(env_root)}  # relative env dirs: recorded root
     manager = ScriptedServerManager(policy, tokenizer)
     configured = {str(e.name): str(e["_target_"]) for e in OmegaConf.load(USER_LOOPS_FILE)}  # what verl must build
     reports = []
@@ -202,7 +207,12 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
         ))  # fmt: skip
         name = agent_name or row["agent_name"]
         reports.append(_check_row(row, out, tokenizer, configured.get(name, f"<{name} not in {USER_LOOPS_FILE.name}>")))
-    return {"ok": bool(reports) and all(r["ok"] for r in reports), "rows": reports, "adv_estimator": adv_estimator}
+    caps = config.actor_rollout_ref.rollout.multi_turn
+    return {"ok": bool(reports) and all(r["ok"] for r in reports), "rows": reports,
+            "adv_estimator": str(config.algorithm.adv_estimator), "parser": str(caps.format),
+            "caps": {"max_user_turns": caps.get("max_user_turns"),
+                     "max_assistant_turns": caps.get("max_assistant_turns"),
+                     "max_user_messages": (config.get("gust") or {}).get("max_user_messages")}}  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python -m trainer.user_rehearsal OUT/verl/train.parquet

@@ -121,6 +121,10 @@ class GustTrainerSync(PPOTrainerSync):
         with agent_turns(TurnRecord.from_extra_fields(self._extra_fields(batch))):
             return super()._compute_advantage(batch, metrics)
 
+    def gust_metrics(self, batch: Any) -> dict[str, float]:
+        """The true reward components and simulated-user metrics of the step (non-padding samples)."""
+        return gust_step_metrics(batch.tags, self._extra_fields(batch))
+
     def _compute_metrics(self, batch: Any, metrics: dict, timing_raw: dict, global_steps: int, epoch: int) -> None:
         super()._compute_metrics(batch, metrics, timing_raw, global_steps, epoch)
-        metrics.update(gust_step_metrics(batch.tags, self._extra_fields(batch)))
+        metrics.update(self.gust_metrics(batch))

@@ -19,9 +19,9 @@ import pytest
 import torch
 
 from tests.trainer import test_agent_loop as tal
-from trainer.local_tq import LocalTQ, use_local_tq
 from trainer.convert import write_rows
-from trainer.launch import CONFIG_DIR, DataPlan, compose_config
+from trainer.launch import DataPlan, compose_config
+from trainer.local_tq import LocalTQ, use_local_tq
 from trainer.rehearse import _LocalRewardHandle
 from trainer.user_agent_loop import user_sim_overrides
 
