@@ -92,6 +92,17 @@ def test_slca_paper_settings() -> None:
     assert cfg.reward.custom_reward_function.reward_kwargs.no_call_penalty == -0.5
     assert cfg.actor_rollout_ref.model.external_lib == "trainer.plugin"
     assert Path(rollout.agent.agent_loop_config_path).is_file()
+    assert cfg.trainer.total_epochs == 1 and (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (4, 8)  # Table 6
+    _long_context_defaults(cfg, 24576 + 8192)
+
+
+def _long_context_defaults(cfg, trajectory_tokens: int) -> None:
+    """Dynamic batch sizing with a per-GPU token budget that holds one full trajectory, for all three passes."""
+    actor, rollout, ref = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.ref
+    assert actor.use_dynamic_bsz and rollout.log_prob_use_dynamic_bsz and ref.log_prob_use_dynamic_bsz
+    for budget in (actor.ppo_max_token_len_per_gpu, rollout.log_prob_max_token_len_per_gpu,
+                   ref.log_prob_max_token_len_per_gpu):  # fmt: skip
+        assert trajectory_tokens <= budget <= 65536
 
 
 def test_tara_paper_settings() -> None:
@@ -105,6 +116,7 @@ def test_tara_paper_settings() -> None:
     )
     assert cfg.actor_rollout_ref.model.path == "/models/qwen3-8b"
     assert cfg.data.train_files == "/x/train.parquet"
+    _long_context_defaults(cfg, 8192 + 24000)
     assert "/x/train.parquet" in validate_training_config(cfg).missing_files
 
 
