@@ -167,18 +167,31 @@ class ValidationReport:
     verl_messages: str
 
 
+def _absolute(path: str | Path) -> Path:
+    """An absolute path (multi-node workers resolve a relative path against their own working directory)."""
+    return Path(path).expanduser().absolute()
+
+
+def _model_path(model: str | None) -> str:
+    """A local model folder made absolute; an HF hub id left as it is."""
+    if model is None:
+        return PLACEHOLDER_MODEL
+    return str(_absolute(model)) if Path(model).expanduser().exists() else model
+
+
 def _wiring_overrides(plan: DataPlan, model: str | None, judge_url: str | None, judge_model: str | None) -> list[str]:
     overrides = [
-        f"data.train_files={plan.train}",
-        f"data.val_files={plan.val}",
-        f"actor_rollout_ref.model.path={model or PLACEHOLDER_MODEL}",
+        f"data.train_files={_absolute(plan.train)}",
+        f"data.val_files={_absolute(plan.val)}",
+        f"actor_rollout_ref.model.path={_model_path(model)}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={CONFIG_DIR / 'gust_agent_loops.yaml'}",
     ]
     tools = CONFIG_DIR / "tools.yaml"
     if tools.is_file():
         overrides.append(f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools}")
     if plan.env_root is not None:
-        overrides += [f"gust.env_root={plan.env_root}", f"{_REWARD_KWARGS}.env_root={plan.env_root}"]
+        root = _absolute(plan.env_root)
+        overrides += [f"gust.env_root={root}", f"{_REWARD_KWARGS}.env_root={root}"]
     if (judge_url is None) != (judge_model is None):
         raise ConfigError("--judge-url and --judge-model go together (the LLM judge needs both)")
     if judge_url is not None:

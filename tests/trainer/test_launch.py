@@ -183,3 +183,24 @@ def test_user_sim_rows_with_more_facts_than_the_user_cap_are_refused(tmp_path: P
         validate_training_config(compose_config("tara", overrides=[*mode, "++gust.max_user_messages=1"],
                                                 run_dir=tmp_path / "b"))  # fmt: skip
     assert "append ++gust.max_user_messages=" in str(refused.value)
+
+
+def test_data_paths_are_absolute_and_the_held_out_split_is_by_environment(tmp_path: Path, monkeypatch) -> None:
+    from tests.trainer.gust_task import TINY_ENV, make_task
+    from trainer.convert import env_key, gust_row, load_env_schemas, read_rows, split_train_val, write_rows
+
+    monkeypatch.chdir(tmp_path)
+    base = gust_row(make_task(), load_env_schemas(TINY_ENV), env_dir=str(TINY_ENV), index=0)
+    rows = []
+    for i in range(12):  # 4 environments x 3 tasks
+        gt = base.reward_model.ground_truth.model_copy(update={"env_id": f"env-{i % 4}"})
+        rm = base.reward_model.model_copy(update={"ground_truth": gt})
+        rows.append(base.model_copy(update={"reward_model": rm,
+                                            "extra_info": base.extra_info.model_copy(update={"task_id": f"t{i}"})}))
+    write_rows(tmp_path / "all.parquet", rows)
+    train, val, n_train, n_val = split_train_val(Path("all.parquet"), Path("split"), val_fraction=0.25, seed=1)
+    envs = lambda p: {env_key(r) for r in read_rows(p)}  # noqa: E731
+    assert envs(val) and envs(train) and envs(val).isdisjoint(envs(train)) and n_train + n_val == 12
+    cfg = compose_config("slca", data="all.parquet", run_dir="run")  # relative on the command line
+    assert Path(cfg.data.train_files).is_absolute() and Path(cfg.data.val_files).is_absolute()
+    assert Path(cfg.gust.env_root).is_absolute()
