@@ -58,6 +58,7 @@ __all__ = [
     "HEURISTIC_JUDGE_WARNING",
     "ValidationReport",
     "check_batch",
+    "endpoint_problems",
     "check_data",
     "TURN_LEVEL_ALGOS",
     "compose_config",
@@ -414,6 +415,28 @@ def validate_training_config(cfg: DictConfig) -> ValidationReport:
     return ValidationReport(algo, layout, _missing_files(cfg), captured.getvalue().strip())
 
 
+def endpoint_problems(cfg: DictConfig) -> list[str]:
+    """Pre-flight of the services a launch calls from every rollout: the LLM judge (``judge=llm``) and the LLM
+    simulated user (``gust.user_simulator=llm``) must answer ``GET /models`` and serve their model, else whole groups
+    would fail seconds into the first step (one line per problem, with the fix)."""
+    from gustforge.preflight import check_endpoint
+
+    problems = []
+    if judge_of(cfg) == "llm":
+        kwargs = OmegaConf.select(cfg, _REWARD_KWARGS)
+        problem = check_endpoint(str(kwargs.judge_base_url), kwargs.get("judge_model"), role="LLM judge")
+        problems += [problem.line()] if problem else []
+    if str(OmegaConf.select(cfg, "gust.user_simulator", default="") or "") == "llm":
+        user = OmegaConf.select(cfg, "gust.user_llm", default=None) or {}
+        if not user.get("base_url"):
+            problems.append("simulated user is 'llm' but gust.user_llm.base_url is not set — append "
+                            "++gust.user_llm.base_url=URL ++gust.user_llm.model=M (or use the offline user)")
+        else:
+            problem = check_endpoint(str(user["base_url"]), user.get("model"), role="LLM simulated user")
+            problems += [problem.line()] if problem else []
+    return problems
+
+
 def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
     """Validate ``cfg`` and run verl's PPO trainer (needs GPUs, Ray, vLLM; blocks until training ends).
 
@@ -436,5 +459,8 @@ def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
     if report.missing_files:
         raise ConfigError(f"data files not found: {', '.join(report.missing_files)}")
     check_batch(cfg)
+    problems = endpoint_problems(cfg)
+    if problems:
+        raise ConfigError("pre-flight failed:\n  " + "\n  ".join(problems))
     logger.info("launching verl PPO: algo=%s layout=%s", report.algo, report.reward_layout)
     run_ppo(cfg, task_runner_class=TaskRunnerV1)

@@ -77,11 +77,11 @@ def user_metrics(extra_fields: Iterable[Any], prefix: str = "gust") -> dict[str,
     ``user_turns/mean``: messages the user answered per trajectory; ``user_stop_rate``: share the user ended itself
     (its last reason is a stop reason); ``user_failed/rate``: share where the user failed and the fallback ended it.
     """
-    reasons = [json.loads(f.get("gust_user_reasons") or "[]") for f in extra_fields
-               if isinstance(f, Mapping) and "gust_user_reasons" in f]  # fmt: skip
-    if not reasons:
+    rows = [f for f in extra_fields if isinstance(f, Mapping) and "gust_user_reasons" in f]
+    if not rows:
         return {}
-    turns = [sum(1 for r in rs if r not in USER_STOP_REASONS and r != USER_FAILED_REASON) for rs in reasons]
+    reasons = [json.loads(f.get("gust_user_reasons") or "[]") for f in rows]
+    turns = [len(json.loads(f.get("gust_user_turns") or "[]")) for f in rows]  # runs the user answered
     return {
         f"{prefix}/user_turns/mean": float(np.mean(turns)),
         f"{prefix}/user_stop_rate": float(np.mean([bool(rs) and rs[-1] in USER_STOP_REASONS for rs in reasons])),

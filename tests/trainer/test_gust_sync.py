@@ -56,7 +56,8 @@ def _worker_cls() -> type:
     return Worker
 
 
-def run_groups(algo: str, model_dir: Path, tmp: Path, fake: LocalTQ, monkeypatch: pytest.MonkeyPatch) -> Any:
+def run_groups(algo: str, model_dir: Path, tmp: Path, fake: LocalTQ, monkeypatch: pytest.MonkeyPatch,
+               extra: tuple[str, ...] = ()) -> Any:  # fmt: skip
     """Roll out GROUPS through verl's worker into ``fake``; return (config, keys)."""
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
@@ -66,7 +67,8 @@ def run_groups(algo: str, model_dir: Path, tmp: Path, fake: LocalTQ, monkeypatch
     data = write_rows(tmp / "train.parquet", tal._rows(tags))
     cfg = compose_config(algo, model=str(model_dir), plan=DataPlan(data, data, False, None), overrides=[
         *user_sim_overrides("offline"), "actor_rollout_ref.rollout.prompt_length=8192",
-        "actor_rollout_ref.rollout.response_length=4096", f"actor_rollout_ref.rollout.n={len(GROUPS['g0'])}"])  # fmt: skip
+        "actor_rollout_ref.rollout.response_length=4096", f"actor_rollout_ref.rollout.n={len(GROUPS['g0'])}",
+        *extra])  # fmt: skip
     rows = [r.model_dump(mode="json") for r in tal._rows(tags)]
     uids = [uid for uid, members in GROUPS.items() for _ in members]
     keys: list[str] = []
@@ -154,3 +156,28 @@ def test_metrics_hook_end_to_end_skips_padding(model_dir: Path, tmp_path: Path, 
     assert metrics["gust/user_stop_rate"] == pytest.approx(1.0)
     assert metrics["gust/judge_failed/mean"] == 0.0
     assert ["extra_fields"] in fake.selected  # the field verl's put stores AgentLoopOutput.extra_fields under
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", ["offline", "end"])
+def test_llm_user_down_pre_flight_fallback_and_metrics(policy: str, model_dir: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch, fake: LocalTQ) -> None:  # fmt: skip
+    """An LLM user that is down: the launch's pre-flight names it; mid-rollout the documented fallback applies
+    (``offline``: the offline user of the same scenario takes over; ``end``: the episode ends) and the trainer's
+    metrics count it (``gust/user_failed/rate``)."""
+    from trainer.launch import endpoint_problems
+
+    monkeypatch.setenv("OPENAI_API_KEY", "unused")
+    down = ("++gust.user_simulator=llm", "++gust.user_llm.base_url=http://127.0.0.1:9/v1", "++gust.user_llm.model=m",
+            "++gust.user_llm.max_retries=0", "++gust.user_llm.timeout_s=2", f"++gust.user_fallback={policy}")  # fmt: skip
+    cfg, keys = run_groups("slca", model_dir, tmp_path, fake, monkeypatch, down)
+    assert any("LLM simulated user endpoint http://127.0.0.1:9/v1" in line for line in endpoint_problems(cfg))
+    extra = [fake.store[("train", k)]["extra_fields"] for k in keys]
+    assert all(json.loads(e["gust_user_reasons"])[0] == "user_failed" for e in extra)
+    metrics = _trainer(cfg).gust_metrics(fake.meta(keys))
+    assert metrics["gust/user_failed/rate"] == 1.0
+    if policy == "offline":  # the offline user answered the questions: same dialogues as the offline run
+        assert [len(json.loads(e["gust_user_turns"])) for e in extra[:4]] == [0, 1, 2, 1]
+        assert metrics["gust/user_stop_rate"] > 0
+    else:
+        assert all(json.loads(e["gust_user_turns"]) == [] for e in extra) and metrics["gust/user_turns/mean"] == 0

@@ -128,7 +128,14 @@ def _metrics_over_padding(mp: pytest.MonkeyPatch) -> None:
 def _wrong_tq_field(mp: pytest.MonkeyPatch) -> None:
     import trainer.v1_trainer as v1
 
-    mp.setattr(v1, "EXTRA_FIELDS", "extra_info")
+    mp.setattr(v1, "EXTRA_FIELDS", "extra_field")  # a field no sample holds: TransferQueue returns without it
+
+
+def _row_extra_info_field(mp: pytest.MonkeyPatch) -> None:
+    import trainer.v1_trainer as v1
+
+    mp.setattr(v1, "EXTRA_FIELDS", "extra_info")  # the ROW's extra_info (verl stores the row kwargs too): no crash,
+    # but no reward components and no turn record either
 
 
 # name: (algo, mutant, the check that must fail — or "raises")
@@ -144,6 +151,7 @@ MUTANTS: dict[str, tuple[str, Mutant, str]] = {
     "calls_inside_think_executed": ("slca", _think_calls_executed, "rollout_parses_what_reward_reads"),
     "gust_sync_metrics_over_padding": ("slca", _metrics_over_padding, "gust_sync_metrics"),
     "gust_sync_wrong_tq_field": ("slca", _wrong_tq_field, "raises"),
+    "gust_sync_reads_the_rows_extra_info": ("slca", _row_extra_info_field, "gust_sync_metrics"),
 }
 
 
