@@ -40,7 +40,7 @@ from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, TURN_CALLS_KEY
 from trainer.user_agent_loop import USER_LOOPS_FILE, USER_TURNS_KEY, agent_turn_mask
 
 __all__ = ["CHATML_TEMPLATE", "tiny_chatml_tokenizer", "ScriptedServerManager", "register_user_loops",
-           "rehearse_user_loop"]
+           "rehearse_user_loop", "gold_replay_rates"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHATML_TEMPLATE = (
@@ -219,3 +219,26 @@ if __name__ == "__main__":  # pragma: no cover - manual use: python -m trainer.u
     import sys
 
     print(json.dumps(rehearse_user_loop(Path(sys.argv[1])), indent=2))
+
+
+def gold_replay_rates(data: Path, algos: Sequence[str], *, overrides: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Per shipped config (simulated-user mode, offline user): the share of the rows of ``data`` whose gold-replay
+    agent (asks for each stated value, replays the gold calls) ends in the gold final DB state, under that config's
+    own caps and parser. Issue 24's bar: ≥ 95 % of a sample build's tasks under every shipped config.
+
+    Returns:
+        ``{algo: {"rows", "finished", "rate", "failed": [task ids], "caps": ...}}``.
+    """
+    from trainer.launch import DataPlan, compose_config
+    from trainer.user_agent_loop import user_sim_overrides
+
+    out: dict[str, dict[str, Any]] = {}
+    rows = len([r for r in read_verl_rows(Path(data)) if r.get("data_source") == "gust"])
+    for algo in algos:
+        plan = DataPlan(Path(data), Path(data), False, verl_env_root(Path(data)))
+        cfg = compose_config(algo, plan=plan, overrides=[*user_sim_overrides("offline"), *overrides])
+        report = rehearse_user_loop(Path(data), limit=rows, config=cfg)
+        failed = [r["task_id"] for r in report["rows"] if not r["checks"]["final_state_matches"]]
+        out[algo] = {"rows": rows, "finished": rows - len(failed), "rate": (rows - len(failed)) / max(rows, 1),
+                     "failed": failed, "caps": report["caps"]}  # fmt: skip
+    return out
