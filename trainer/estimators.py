@@ -68,7 +68,7 @@ passes the ``algorithm`` DictConfig through to the estimator unchanged, so the s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -400,7 +400,7 @@ class TwoSegments:
 def _as_bool(response_mask: torch.Tensor) -> torch.Tensor:
     if response_mask.dtype == torch.bool:
         return response_mask
-    return response_mask > 0.5 if response_mask.is_floating_point() else response_mask != 0
+    return response_mask > 0.5 if response_mask.is_floating_point() else response_mask.bool()
 
 
 def _run_starts(mask: torch.Tensor) -> torch.Tensor:
@@ -440,8 +440,9 @@ def two_segments(response_mask: torch.Tensor, record: TurnRecord | None = None) 
     mask = _drop_conversational(_as_bool(response_mask), current_turn_record() if record is None else record)
     on = mask.cpu().numpy()
     width = on.shape[1]
-    starts = on.copy()
-    np.logical_and(starts[:, 1:], ~on[:, :-1], out=starts[:, 1:])
+    starts = np.empty_like(on)  # run starts: on[t] and not on[t-1] (= on[t] > on[t-1] for booleans), no temporaries
+    starts[:, 0] = on[:, 0]
+    np.greater(on[:, 1:], on[:, :-1], out=starts[:, 1:])
     has_run = on.any(axis=1)
     last = np.where(has_run, (width - 1) - starts[:, ::-1].argmax(axis=1), width)
     first = np.where(has_run, on.argmax(axis=1), width)
@@ -451,33 +452,32 @@ def two_segments(response_mask: torch.Tensor, record: TurnRecord | None = None) 
                        last_start=torch.from_numpy(last).to(device))
 
 
-def _two_segment_sums(rewards: torch.Tensor, seg: TwoSegments) -> tuple[torch.Tensor, torch.Tensor]:
-    """(x_tool, x_summary) float64 per row: reward sums over the scored tool / summary tokens (sparse rewards)."""
-    rows, cols = torch.nonzero(rewards, as_tuple=True)
-    values = rewards[rows, cols].to(torch.float64)
-    on_mask = seg.mask[rows, cols]
-    in_summary = on_mask & (cols >= seg.last_start[rows])
-    x_sum = torch.zeros(rewards.shape[0], dtype=torch.float64, device=rewards.device)
-    x_tool = torch.zeros_like(x_sum)
-    x_sum.index_add_(0, rows, values * in_summary)
-    x_tool.index_add_(0, rows, values * (on_mask & ~in_summary))
-    return x_tool, x_sum
+def _two_segment_advantage(rewards: torch.Tensor, seg: TwoSegments,
+                           per_row: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                           ) -> torch.Tensor:  # fmt: skip
+    """Sum the rewards over each row's scored tool / summary tokens, turn the sums into per-row advantages with
+    ``per_row(x_tool, x_summary)`` (float64 (B,) each → (a_tool, a_summary)), and broadcast them to their tokens.
 
-
-def _route_two(seg: TwoSegments, a_tool: torch.Tensor, a_sum: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Per-row tool / summary advantages broadcast to their tokens; 0 elsewhere (conversational runs included).
-
-    One multiply writes the tool value on every scored token, then each row's summary suffix is overwritten in place
-    (a row slice per row: only the summary tokens are touched twice).
+    One float32 copy of the scored mask serves both steps: per row, two dot products give the segment sums (float32
+    accumulation, as verl's own tensors; a segment's sum reads only its own tokens, so changing R_sum leaves x_tool
+    bit-identical), then two in-place scalings turn the same buffer into the advantages (0 outside the scored runs).
     """
-    mask = seg.mask.cpu().numpy()
-    tool = a_tool.to(dtype).cpu().numpy()
-    summary = a_sum.to(dtype).cpu().numpy()
-    out = np.multiply(mask, tool[:, None], dtype=tool.dtype)
-    for i, start in enumerate(seg.last_start.tolist()):
-        if start < mask.shape[1]:
-            np.multiply(mask[i, start:], summary[i], out=out[i, start:])
-    return torch.from_numpy(out).to(seg.mask.device)
+    values = rewards.detach().cpu().numpy()
+    if values.dtype != np.float32:
+        values = values.astype(np.float32)
+    buffer = seg.mask.cpu().numpy().view(np.uint8).astype(np.float32)  # uint8 → float32: ~2× faster than bool
+    starts = seg.last_start.tolist()
+    x_tool = np.empty(len(starts), dtype=np.float64)
+    x_sum = np.empty(len(starts), dtype=np.float64)
+    for i, start in enumerate(starts):
+        x_tool[i] = np.dot(buffer[i, :start], values[i, :start])
+        x_sum[i] = np.dot(buffer[i, start:], values[i, start:])
+    a_tool, a_sum = (a.to(torch.float32).cpu().numpy() for a in per_row(torch.from_numpy(x_tool),
+                                                                        torch.from_numpy(x_sum)))  # fmt: skip
+    for i, start in enumerate(starts):
+        buffer[i, :start] *= a_tool[i]
+        buffer[i, start:] *= a_sum[i]
+    return torch.from_numpy(buffer).to(device=rewards.device, dtype=rewards.dtype)
 
 
 def _is_summary_col(runs: RunLayout, n_cols: int) -> torch.Tensor:
@@ -538,12 +538,16 @@ def compute_slca_advantage(
     """
     params = read_params(config)
     seg = two_segments(response_mask)
-    x_tool, x_sum = _two_segment_sums(token_level_rewards, seg)
-    groups = group_ids(index, token_level_rewards.device)
+    groups = group_ids(index, torch.device("cpu"))
     norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
-    a_tool = group_normalize(x_tool.unsqueeze(1), (seg.n_runs >= 2).unsqueeze(1), groups, **norm).squeeze(1)
-    a_sum = group_normalize(x_sum.unsqueeze(1), (seg.n_runs >= 1).unsqueeze(1), groups, **norm).squeeze(1)
-    adv = _route_two(seg, params.lambda_tool * a_tool, params.lambda_sum * a_sum, token_level_rewards.dtype)
+    has_tool, has_run = (seg.n_runs >= 2).cpu().unsqueeze(1), (seg.n_runs >= 1).cpu().unsqueeze(1)
+
+    def per_row(x_tool: torch.Tensor, x_sum: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a_tool = group_normalize(x_tool.unsqueeze(1), has_tool, groups, **norm).squeeze(1)
+        a_sum = group_normalize(x_sum.unsqueeze(1), has_run, groups, **norm).squeeze(1)
+        return params.lambda_tool * a_tool, params.lambda_sum * a_sum
+
+    adv = _two_segment_advantage(token_level_rewards, seg, per_row)
     return adv, adv
 
 
@@ -635,11 +639,14 @@ def compute_toolpo_advantage(
     """
     params = read_params(config)
     seg = two_segments(response_mask)
-    x_tool, x_out = _two_segment_sums(token_level_rewards, seg)
-    groups = group_ids(index, token_level_rewards.device)
+    groups = group_ids(index, torch.device("cpu"))
     norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
-    has_run = (seg.n_runs >= 1).unsqueeze(1)
-    a_out = group_normalize(x_out.unsqueeze(1), has_run, groups, singleton_raw=True, **norm).squeeze(1)
-    a_tool = group_normalize(x_tool.unsqueeze(1), (seg.n_runs >= 2).unsqueeze(1), groups, **norm).squeeze(1)
-    adv = _route_two(seg, a_out + params.toolpo_lambda * a_tool, a_out, token_level_rewards.dtype)
+    has_tool, has_run = (seg.n_runs >= 2).cpu().unsqueeze(1), (seg.n_runs >= 1).cpu().unsqueeze(1)
+
+    def per_row(x_tool: torch.Tensor, x_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a_out = group_normalize(x_out.unsqueeze(1), has_run, groups, singleton_raw=True, **norm).squeeze(1)
+        a_tool = group_normalize(x_tool.unsqueeze(1), has_tool, groups, **norm).squeeze(1)
+        return a_out + params.toolpo_lambda * a_tool, a_out
+
+    adv = _two_segment_advantage(token_level_rewards, seg, per_row)
     return adv, adv
