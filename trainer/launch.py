@@ -336,6 +336,16 @@ def _check_user_cap(cfg: DictConfig, path: str, facts_per_row: Sequence[int]) ->
         )
 
 
+def _check_mini_batch(cfg: DictConfig) -> None:
+    """verl asserts that the batch is divisible by the PPO mini-batch only without dynamic batch sizing; with it (our
+    long-context default) a mismatch would surface at the first update. Refuse it here in both cases."""
+    batch = int(cfg.data.train_batch_size)
+    mini = int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+    if mini <= 0 or batch % mini:
+        raise ConfigError(f"data.train_batch_size={batch} must be divisible by actor_rollout_ref.actor."
+                          f"ppo_mini_batch_size={mini} (prompts per PPO mini-batch)")
+
+
 def check_batch(cfg: DictConfig) -> None:
     """Refuse training data smaller than one batch (at launch; ``--dry-run`` and ``--rehearse`` report it): verl's
     dataloader drops the incomplete last batch, so an epoch has no step and the trainer divides by zero after
@@ -402,6 +412,7 @@ def validate_training_config(cfg: DictConfig) -> ValidationReport:
         parser = str(cfg.actor_rollout_ref.rollout.multi_turn.format)
         if parser not in ToolParser._registry:
             raise ConfigError(f"multi_turn.format {parser!r} is not a registered verl tool parser")
+        _check_mini_batch(cfg)
         check_data(cfg)
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):  # verl's validate_config reports with print()

@@ -121,8 +121,11 @@ def test_tara_paper_settings() -> None:
 
 
 def test_validation_uses_verl_checks() -> None:
-    with pytest.raises(ConfigError, match="divisible"):
-        validate_training_config(compose_config("slca", overrides=["data.train_batch_size=3"]))
+    with pytest.raises(ConfigError, match="divisible by minimal possible batch size"):  # verl's own check
+        validate_training_config(compose_config("slca", overrides=[
+            "data.train_batch_size=3", "actor_rollout_ref.actor.use_dynamic_bsz=false"]))  # fmt: skip
+    with pytest.raises(ConfigError, match="must be divisible by actor_rollout_ref.actor.ppo_mini_batch_size"):
+        validate_training_config(compose_config("slca", overrides=["data.train_batch_size=3"]))  # verl skips it
     with pytest.raises(ConfigError, match="tara_gamma"):
         validate_training_config(compose_config("tara", overrides=["algorithm.gust.tara_gamma=3.0"]))
     with pytest.raises(ConfigError, match="use_v1"):
