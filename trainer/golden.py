@@ -121,8 +121,14 @@ def expected_rewards(traj: Trajectory, layout: str, turn_rewards: Sequence[float
         if layout == "slca_tara":
             out[ends[-1]] = summary
         return out
-    last_tool = {"slca": tool, "toolpo": float(info["r_action"]), "toolpo_hierr": tool}[layout]
-    final = {"slca": summary, "toolpo": float(info["r_succ"]), "toolpo_hierr": float(info["score"])}[layout]
+    if layout == "toolpo":  # ToolPO's paper rewards
+        last_tool, final = float(info["r_action"]), float(info["r_succ"])
+    elif layout == "toolpo_hierr":  # the reference code's variant
+        last_tool, final = tool, float(info["score"])
+    elif layout == "slca":
+        last_tool, final = tool, summary
+    else:
+        raise ValueError(f"no golden placement for layout {layout!r}")
     if len(ends) >= 2:
         out[ends[-2]] = last_tool
     out[ends[-1]] = final
