@@ -462,9 +462,7 @@ def _two_segment_advantage(rewards: torch.Tensor, seg: TwoSegments,
     accumulation, as verl's own tensors; a segment's sum reads only its own tokens, so changing R_sum leaves x_tool
     bit-identical), then two in-place scalings turn the same buffer into the advantages (0 outside the scored runs).
     """
-    values = rewards.detach().cpu().numpy()
-    if values.dtype != np.float32:
-        values = values.astype(np.float32)
+    values = rewards.detach().to(torch.float32).cpu().numpy()  # no copy for float32 CPU tensors (bf16-safe)
     buffer = seg.mask.cpu().numpy().view(np.uint8).astype(np.float32)  # uint8 → float32: ~2× faster than bool
     starts = seg.last_start.tolist()
     x_tool = np.empty(len(starts), dtype=np.float64)
