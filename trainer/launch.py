@@ -412,11 +412,11 @@ def validate_training_config(cfg: DictConfig) -> ValidationReport:
         parser = str(cfg.actor_rollout_ref.rollout.multi_turn.format)
         if parser not in ToolParser._registry:
             raise ConfigError(f"multi_turn.format {parser!r} is not a registered verl tool parser")
-        _check_mini_batch(cfg)
         check_data(cfg)
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):  # verl's validate_config reports with print()
             validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        _check_mini_batch(cfg)  # after verl's: its own message wins where it checks
     except ConfigError:
         raise
     except (AssertionError, ValueError, TypeError, KeyError, OmegaConfBaseException, GustError) as exc:
