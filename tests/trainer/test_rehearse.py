@@ -96,7 +96,7 @@ def test_cli_rehearse_fails_when_the_rollout_parser_disagrees_with_the_reward(tm
             "actor_rollout_ref.rollout.multi_turn.format=hermes"]
     result = CliRunner().invoke(gust_with_train(), args)
     assert result.exit_code == 1, result.output
-    assert "[FAIL] rollout_executes_what_reward_counts" in result.output
+    assert "[FAIL] rollout_parses_what_reward_reads" in result.output
 
 
 def test_cli_rehearse_refuses_turn_level_algos_on_rows_without_turn_gold(tmp_path: Path, corpora_dir: Path) -> None:
