@@ -1,4 +1,10 @@
-"""Benchmark: vectorised estimators (trainer.estimators) vs a straightforward per-row Python baseline.
+"""Benchmark: vectorised estimators (trainer.estimators) vs the reference SLCA code and a per-row Python baseline.
+
+Part 1 (the issue-24 target): `compute_slca_advantage` vs `reference_slca_grpo_advantage`, a transcription of the
+reference code's `compute_slca_grpo_advantage` (SLCA-GRPO repo, reference spec §7.1-§7.2: per-row run extraction with
+`_extract_segments_from_mask_1d`, boolean process/summary masks, the reward components as (B,) tensors, KL folding,
+`GroupNormPresent` with a loop over uids, λ after normalisation), on the same batch, timed INTERLEAVED (reference,
+ours, reference, ours, ...; medians reported) so load on a shared machine hits both alike; outputs asserted equal.
 
 Batch B = 2048 (128 prompts × G = 16), response length T = 8192, multi-turn masks (1–7 generations with
 observations in between), rewards laid out by `trainer.reward_manager`. The baseline walks every row's mask in
@@ -6,7 +12,7 @@ Python (like the reference `_extract_segments_from_mask_1d`), computes group sta
 each run's advantage with a slice. It is timed on a subset of --baseline-rows rows (whole groups) and
 extrapolated linearly to B (it is O(B·T)); outputs are asserted equal on that subset.
 
-Run: .venv/bin/python bench/estimators.py [--rows 2048] [--tokens 8192] [--baseline-rows 256]
+Run: .venv/bin/python bench/estimators.py [--rows 2048] [--tokens 8192] [--baseline-rows 256] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -136,6 +142,99 @@ def py_estimator(name: str, rewards: torch.Tensor, mask: torch.Tensor, uids: np.
     return adv
 
 
+# ------------------------------------------------------------------ transcription of the reference SLCA code
+def _extract_segments_from_mask_1d(mask_1d: torch.Tensor) -> list[tuple[int, int]]:
+    """Maximal runs of True as half-open [s, e) (reference §7.2)."""
+    padded = torch.cat([torch.zeros(1, dtype=torch.int8), mask_1d.to(torch.int8), torch.zeros(1, dtype=torch.int8)])
+    diff = padded[1:] - padded[:-1]
+    starts = torch.nonzero(diff == 1).flatten().tolist()
+    ends = torch.nonzero(diff == -1).flatten().tolist()
+    return list(zip(starts, ends, strict=True))
+
+
+def _group_norm_present(x: torch.Tensor, index: np.ndarray, present: torch.Tensor, norm_by_std: bool,
+                        eps: float = 1e-6) -> torch.Tensor:  # fmt: skip
+    out = torch.zeros_like(x)
+    members: dict = defaultdict(list)
+    for i in range(x.shape[0]):
+        if bool(present[i]):
+            members[index[i]].append(i)
+    for idx in members.values():
+        if len(idx) <= 1:
+            continue
+        ids = torch.tensor(idx)
+        xs = x[ids]
+        mu = xs.mean()
+        out[ids] = (xs - mu) / (xs.std() + eps) if norm_by_std else xs - mu
+    return out
+
+
+def reference_slca_grpo_advantage(token_level_rewards: torch.Tensor, token_level_scores: torch.Tensor,
+                                  response_mask: torch.Tensor, index: np.ndarray, reward_components: dict,
+                                  norm_adv_by_std_in_grpo: bool = True) -> tuple[torch.Tensor, ...]:  # fmt: skip
+    """The reference estimator (spec §7.2), transcribed: per-row loops, as the repository computes it."""
+    bsz = response_mask.shape[0]
+    m = response_mask > 0.5
+    proc_mask, sum_mask = torch.zeros_like(m), torch.zeros_like(m)
+    proc_present, sum_present = torch.zeros(bsz, dtype=torch.bool), torch.zeros(bsz, dtype=torch.bool)
+    for i in range(bsz):
+        runs = _extract_segments_from_mask_1d(m[i])
+        if not runs:
+            continue
+        s, e = runs[-1]
+        sum_mask[i, s:e] = True
+        sum_present[i] = True
+        for s, e in runs[:-1]:
+            proc_mask[i, s:e] = True
+            proc_present[i] = True
+    rc = reward_components
+    penalty = (rc["should_no_call"] > 0.5) | (rc["score_total"] < 0)
+    x_proc = torch.where(penalty, torch.zeros_like(rc["process_score"]), rc["process_score"])
+    x_sum = torch.where(penalty, rc["score_total"], rc["summary_score"])
+    kl = token_level_rewards - token_level_scores
+    x_proc = x_proc + (kl * proc_mask).sum(-1)
+    x_sum = x_sum + (kl * sum_mask).sum(-1)
+    a_proc = _group_norm_present(x_proc, index, proc_present, norm_adv_by_std_in_grpo) * rc["w_process"]
+    a_sum = _group_norm_present(x_sum, index, sum_present, norm_adv_by_std_in_grpo) * rc["w_respq"]
+    adv = (proc_mask * a_proc.unsqueeze(-1) + sum_mask * a_sum.unsqueeze(-1)) * response_mask
+    return adv, adv
+
+
+def reward_components(infos: list[dict]) -> dict:
+    """The reference's (B,) float32 component vectors (§7.1) from the reward dicts."""
+    vec = lambda key: torch.tensor([float(info[key]) for info in infos], dtype=torch.float32)  # noqa: E731
+    return {"process_score": vec("r_tool"), "summary_score": vec("r_sum"), "score_total": vec("score"),
+            "should_no_call": vec("omission"), "w_process": 1.0, "w_respq": 1.0}  # fmt: skip
+
+
+def interleaved(fns: dict[str, Callable[[], torch.Tensor]], rounds: int) -> tuple[dict[str, float], dict]:
+    """Median seconds per function, timed alternately round after round (one warm-up call each)."""
+    outs = {name: fn() for name, fn in fns.items()}
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            outs[name] = fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: float(np.median(t)) for name, t in times.items()}, outs
+
+
+def bench_reference(mask: torch.Tensor, uids: np.ndarray, infos: list[dict], rounds: int) -> dict:
+    """SLCA: ours vs the transcribed reference on the full batch, interleaved; outputs must be equal."""
+    rewards = torch.stack([place_rewards(mask[i], info, layout="slca") for i, info in enumerate(infos)])
+    rc = reward_components(infos)
+    med, outs = interleaved({
+        "reference": lambda: reference_slca_grpo_advantage(torch.zeros_like(rewards, dtype=torch.float32),
+                                                           torch.zeros_like(rewards, dtype=torch.float32),
+                                                           mask, uids, rc)[0],
+        "ours": lambda: compute_slca_advantage(rewards, mask, uids, None)[0],
+    }, rounds)  # fmt: skip
+    assert torch.allclose(outs["ours"], outs["reference"].to(outs["ours"].dtype), atol=1e-5), "SLCA outputs differ"
+    diff = float((outs["ours"] - outs["reference"]).abs().max())
+    return {"reference_ms": med["reference"] * 1e3, "ours_ms": med["ours"] * 1e3,
+            "speedup": med["reference"] / med["ours"], "max_abs_diff": diff}
+
+
 ESTIMATORS: dict[str, Callable] = {
     "slca": compute_slca_advantage,
     "tara": compute_tara_advantage,
@@ -159,9 +258,17 @@ def main() -> None:
     parser.add_argument("--baseline-rows", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: no OpenMP spin on a shared box)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the reference comparison")
+    parser.add_argument("--reference-only", action="store_true", help="only the SLCA vs reference comparison")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     mask, uids, infos = make_batch(args.rows, args.tokens, seed=0)
+    ref = bench_reference(mask, uids, infos, args.rounds)
+    print(f"slca vs reference code (B={args.rows} T={args.tokens}, {args.rounds} interleaved rounds, medians): "
+          f"reference {ref['reference_ms']:.1f} ms | ours {ref['ours_ms']:.1f} ms | speed-up x{ref['speedup']:.1f} | "
+          f"outputs equal (max |diff| {ref['max_abs_diff']:.2e})")  # fmt: skip
+    if args.reference_only:
+        return
     sub = args.baseline_rows
     print(
         f"B={args.rows} T={args.tokens} threads={torch.get_num_threads()}; baseline on {sub} rows x{args.rows // sub}"

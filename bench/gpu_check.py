@@ -6,6 +6,9 @@
 3. A tiny Qwen2 built from a config (random weights, no download): log-probs of the response tokens, SLCA
    advantages, verl's policy loss, backward, one AdamW step. Isolation is asserted on the GPU: changing only
    R_sum leaves d loss / d log-prob on every tool token bit-identical and changes it on summary tokens.
+0. Launch readiness: every shipped config composed for THIS machine (``trainer.nnodes=1``,
+   ``trainer.n_gpus_per_node=<visible GPUs>``) and validated with verl's checks; dynamic batch sizing on with a
+   per-GPU token budget that holds one full trajectory; absolute data paths.
 4. ``gust train --rehearse`` for every algorithm (`trainer.rehearse`: verl's AgentLoopWorker, RewardLoopWorker,
    V1 compute_advantage and policy loss with the scripted policy) with the backward pass of the tiny model on CUDA;
    every invariant must hold.
@@ -204,6 +207,27 @@ def check_rehearsal(algos: list[str], device: str) -> dict:
     return results
 
 
+def check_launch_configs(gpus: int) -> dict:
+    """Compose + validate every shipped config for one node with ``gpus`` GPUs (what a first launch here would use)."""
+    from trainer.launch import ALGOS, compose_config, validate_training_config
+
+    results = {}
+    for algo in ALGOS:
+        cfg = compose_config(algo, overrides=["trainer.nnodes=1", f"trainer.n_gpus_per_node={gpus}"])
+        validate_training_config(cfg)
+        actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+        trajectory = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
+        budgets = (int(actor.ppo_max_token_len_per_gpu), int(rollout.log_prob_max_token_len_per_gpu))
+        assert actor.use_dynamic_bsz and rollout.log_prob_use_dynamic_bsz, f"{algo}: dynamic batch sizing off"
+        assert min(budgets) >= trajectory, f"{algo}: token budget {budgets} < one trajectory ({trajectory})"
+        assert Path(cfg.data.train_files).is_absolute(), f"{algo}: relative data path"
+        results[algo] = {"token_budget_per_gpu": budgets, "trajectory_tokens": trajectory,
+                         "epochs": int(cfg.trainer.total_epochs)}  # fmt: skip
+        print(f"launch config {algo:9s}: validated for 1 node x {gpus} GPU(s); token budget/GPU {budgets[0]} "
+              f">= one trajectory {trajectory}; {cfg.trainer.total_epochs} epoch(s)")
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2048)
@@ -228,6 +252,7 @@ def main() -> int:
     report = {
         "status": "cpu_smoke" if args.cpu_smoke else "passed",
         "device": name,
+        "launch_configs": check_launch_configs(max(torch.cuda.device_count(), 1) if device == "cuda" else 1),
         "estimators_ms": check_estimators(args.rows, args.tokens, args.repeat, device),
         "policy_loss_ms": check_policy_loss(args.rows, args.tokens, args.repeat, device),
         "tiny_model": check_tiny_model_step(device),

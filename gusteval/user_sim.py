@@ -12,7 +12,9 @@ Offline rules (`OfflineUserSimulator`, the default; same input → same output):
      action the goal does not contain, else confirm;
   3. the agent asks something else → the pick criterion whose subject it mentions, else "I don't know";
   4. the agent makes a statement (no question) → the conversation ends: "goal reached" after a report, "agent gave
-     up" after a refusal/inability phrase.
+     up" after a refusal/inability phrase;
+  0. (checked first) the agent closes with an offer/closing question that asks nothing the user holds ("Anything else
+     I can help with?") → the conversation ends ("closing_question"), as a real user whose goal is done would.
 It can only ever say goal text, fact values that were asked about (or that the agent got wrong), pick criteria and
 fixed phrases, so it cannot leak tool names or values it does not hold.
 """
@@ -55,6 +57,11 @@ _CONFIRM = re.compile(
     r"can i proceed|shall we|confirm)\b"
 )
 _GIVE_UP = re.compile(r"\b(i can't|i cannot|i am unable|i'm unable|unable to|not able to|i'm sorry, but|give up)\b")
+_CLOSING = re.compile(
+    r"\b(anything else|something else|any other (question|questions|request|requests|thing)|"
+    r"further (help|assistance|questions)|help (you )?with (anything|something) (else|more)|"
+    r"is there (anything|something)( more)?|what else can i)\b"
+)
 _ACTIONS = ("cancel", "delete", "remove", "refund", "close", "terminate", "deactivate", "transfer", "pay", "book",
             "create", "update", "change", "send", "email", "register", "assign", "approve", "reject",
             "return")  # fmt: skip
@@ -124,6 +131,8 @@ class OfflineUserSimulator:
         text = _norm(visible_text(agent_message))
         asked = [f for f in self.scenario.facts if any(_mentions(text, t) for t in _terms(f))]
         is_question = _QUESTION.search(text) is not None
+        if is_question and self._only_closing(text):
+            return UserReply(content=f"No, that's all, thank you. {STOP_MARKER}", stop=True, reason="closing_question")
         if _CONFIRM.search(text) and not re.search(r"\b(which|what)\b", text):
             return self._confirm(text, asked)
         if is_question and asked:
@@ -138,6 +147,14 @@ class OfflineUserSimulator:
             return UserReply(content=f"Okay, thanks anyway. {STOP_MARKER}", stop=True, reason="agent_gave_up")
         return UserReply(content=f"Great, thank you — that's all I needed. {STOP_MARKER}", stop=True,
                          reason="goal_reached")  # fmt: skip
+
+    def _only_closing(self, text: str) -> bool:
+        """Every question sentence is a closing offer that mentions no held fact and no pick criterion."""
+        questions = [s for s in re.split(r"(?<=[.!?])\s+", text) if _QUESTION.search(s)]
+        return bool(questions) and all(
+            _CLOSING.search(q) and not any(_mentions(f" {q} ", t) for f in self.scenario.facts for t in _terms(f))
+            and not any(_mentions(f" {q} ", c.about) for c in self.scenario.pick_criteria) for q in questions
+        )
 
     def _confirm(self, text: str, mentioned: list[Fact]) -> UserReply:
         right_keys = {f.key for f in mentioned if _value_text(f.value) in text}

@@ -44,7 +44,7 @@ from verl.tools.schemas import ToolResponse
 from gustforge.errors import ConfigError
 from trainer.convert import resolve_env_dir
 from trainer.reward_manager import SegmentRewardMixin, TurnTokenCapMixin
-from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
+from trainer.rewards.score import FINAL_HASH_KEY, FINAL_REPLY_KEY, LOOP_CLASS_KEY, PARSED_CALLS_KEY, TURN_CALLS_KEY
 from trainer.rows import AGENT_NAME, SGLS_TOOL_NAME
 from trainer.sgls import tool_index, truncate_observation
 from trainer.tool_parser import GustHermesToolParser
@@ -72,6 +72,7 @@ class GustToolAgentLoop(SegmentRewardMixin, TurnTokenCapMixin, ToolAgentLoop):
         self._instance_id: str | None = None
         self._turn_calls: list[list[dict[str, Any]]] = []
         self._parsed_calls: list[int] = []
+        self._replies: list[str] = []  # decoded text of every generation (one per run of response_mask == 1)
 
     def _env_root(self) -> str | None:
         gust = self.config.get("gust") if hasattr(self.config, "get") else None
@@ -92,6 +93,7 @@ class GustToolAgentLoop(SegmentRewardMixin, TurnTokenCapMixin, ToolAgentLoop):
             extra[PARSED_CALLS_KEY] = json.dumps(self._parsed_calls)
             extra[FINAL_HASH_KEY] = tool.db_hash(self._instance_id) or ""
             extra[LOOP_CLASS_KEY] = f"{type(self).__module__}.{type(self).__qualname__}"
+            extra[FINAL_REPLY_KEY] = self.final_reply()
         finally:
             await tool.release(self._instance_id)
             self._instance_id = None
@@ -112,9 +114,20 @@ class GustToolAgentLoop(SegmentRewardMixin, TurnTokenCapMixin, ToolAgentLoop):
         agent_data.tool_calls = []
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
         self._parsed_calls.append(len(agent_data.tool_calls))
+        self._replies.append(self.tokenizer.decode(agent_data.response_ids or [], skip_special_tokens=True))
         if state == AgentState.TERMINATED and not agent_data.tool_calls and not self._limit_reached(agent_data):
             return await self.on_reply_without_tool_call(agent_data, sampling_params)
         return state
+
+    def conversational_runs(self) -> set[int]:
+        """Generations that talked to a simulated user (none here; `trainer.user_agent_loop` overrides)."""
+        return set()
+
+    def final_reply(self) -> str:
+        """Text of the last SCORED generation (the summary the judge rates; "" when there is none)."""
+        skip = self.conversational_runs()
+        scored = [text for i, text in enumerate(self._replies) if i not in skip]
+        return scored[-1] if scored else ""
 
     async def on_reply_without_tool_call(self, agent_data: AgentData, sampling_params: dict[str, Any]) -> AgentState:
         """The assistant's last generation made no tool call (and no limit was hit): end the episode.

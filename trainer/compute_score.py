@@ -25,7 +25,8 @@ _WEIGHT_KEYS = {"w_fmt": "fmt", "w_name": "name", "w_key": "key", "w_val": "val"
 def config_from_kwargs(kwargs: Mapping[str, Any]) -> RewardConfig:
     """Build a `RewardConfig` from flat reward kwargs.
 
-    Recognised keys: judge, judge_<option> (base_url, model, api_key_env, timeout_s, max_retries, max_tokens),
+    Recognised keys: judge, judge_<option> (base_url, model, api_key_env, timeout_s, max_retries, max_tokens,
+    max_concurrency),
     w_fmt/w_name/w_key/w_val/w_par, w_process, w_summary, no_call_penalty, state_mode, env_root, par_unit.
     Unknown keys (e.g. verl's reward_router_address) are ignored; ``None`` means "default".
 

@@ -335,9 +335,12 @@ def env_root_of(path: Path) -> Path | None:
 def split_train_val(
     path: Path, out_dir: Path, *, val_fraction: float = 0.05, seed: int = 0
 ) -> tuple[Path, Path, int, int]:
-    """A seeded held-out split of a verl parquet: `out_dir/train.parquet` and `out_dir/val.parquet`.
+    """A seeded held-out split of a verl parquet BY ENVIRONMENT: `out_dir/train.parquet` and `out_dir/val.parquet`.
 
-    The validation rows are never training rows. At least one row goes to each side.
+    Whole environments (``env_id``, else the offered tool set: rows of one environment share tools, data and often
+    paraphrased tasks) are held out, in seeded order, until about ``val_fraction`` of the rows are validation rows,
+    so validation measures unseen environments, not paraphrases of training tasks. With a single environment the
+    split falls back to rows (logged). The validation rows are never training rows; each side gets at least one row.
 
     Args:
         path: The verl parquet to split.
@@ -356,10 +359,8 @@ def split_train_val(
     rows = read_rows(path)
     if len(rows) < 2:
         raise InputError(f"{path} has {len(rows)} row(s): a held-out validation split needs at least 2 (or --val-data)")
-    order = list(range(len(rows)))
-    random.Random(seed).shuffle(order)
     n_val = min(max(1, round(len(rows) * val_fraction)), len(rows) - 1)
-    val_ids = set(order[:n_val])
+    val_ids = _held_out_envs(rows, n_val, seed)
     root = env_root_of(path)
     if root is None and any(_env_dir(r) and not Path(_env_dir(r)).is_absolute() for r in rows):
         root = Path.cwd()  # legacy files: relative env dirs meant the working directory
@@ -368,6 +369,32 @@ def split_train_val(
     out_dir = Path(out_dir)
     return (write_rows(out_dir / "train.parquet", train, env_root=root),
             write_rows(out_dir / "val.parquet", val, env_root=root), len(train), len(val))  # fmt: skip
+
+
+def env_key(row: VerlRow) -> str:
+    """The environment a row belongs to: its ``env_id``, else its offered tool set (Toucan rows)."""
+    gt = row.reward_model.ground_truth
+    return gt.env_id or "tools:" + ",".join(sorted(gt.allowed_tools))
+
+
+def _held_out_envs(rows: list[VerlRow], n_val: int, seed: int) -> set[int]:
+    """Row indices of the held-out environments (≈ ``n_val`` rows, ≥ 1 environment on each side)."""
+    by_env: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_env.setdefault(env_key(row), []).append(i)
+    if len(by_env) < 2:
+        logger.warning("held-out split by row: all %d rows share one environment", len(rows))
+        order = list(range(len(rows)))
+        random.Random(seed).shuffle(order)
+        return set(order[:n_val])
+    envs = sorted(by_env)
+    random.Random(seed).shuffle(envs)
+    held: set[int] = set()
+    for env in envs[:-1]:  # the last environment always stays in training
+        if len(held) >= n_val:
+            break
+        held |= set(by_env[env])
+    return held
 
 
 def _with_split(row: VerlRow, split: str) -> VerlRow:

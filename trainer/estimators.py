@@ -11,9 +11,22 @@ What the estimators receive. verl 0.9.1 calls a registered estimator with exactl
 span. A KL-in-reward penalty, if enabled, folds into the span sums the same way.
 
 Spans. The agent's generations are the maximal runs of ``response_mask == 1``, left to right
-(observations in between have mask 0). The *summary* segment is the last run, the *tool* (process)
-segment is the union of all earlier runs; a row with one run has no tool segment. TARA's turn ``t`` is
-run ``t``.
+(observations in between have mask 0). The *summary* segment is the last SCORED run, the *tool* (process)
+segment is the union of all earlier scored runs; a row with one scored run has no tool segment. TARA's turn
+``t`` is scored run ``t``.
+
+Agent turns vs conversational runs (simulated-user mode). A generation answered by the simulated user (a
+question or a message to the user) is not a turn of the task: the agent loop records those runs
+(``extra_fields["gust_user_turns"]``, `trainer.user_agent_loop`), the reward layouts put no reward on them, and the
+estimators must not count them either (otherwise TARA's turn t is the t-th generation including questions, and a
+dialogue that ends on a message to the user puts R_sum in the tool segment). verl gives a registered estimator
+no per-sample fields, so the record travels in a ``TurnRecord`` that the ``gust_sync`` trainer
+(`trainer.v1_trainer`) reads from TransferQueue for the batch and installs with ``agent_turns(record)`` around
+verl's own ``_compute_advantage``; the rehearsal does the same around its call. The estimators then segment the
+*scored* runs only (``scored_runs``: the response mask with the conversational runs removed). **Conversational
+runs get advantage exactly 0** (documented value): no reward channel scores a message to the user, so neither
+segment's credit may leak into it; its tokens stay in the loss mask (KL and the token-mean denominator count
+them) but receive no policy-gradient push. Without a record (fixed-prompt mode) every run is scored.
 
 Normalisation. Every statistic is computed per group (rows sharing ``index``); SLCA and ToolPO use the members
 where the span exists, TARA all K members of the group (App. B.4; see ``tara``). Fewer than two present
@@ -54,7 +67,10 @@ passes the ``algorithm`` DictConfig through to the estimator unchanged, so the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -72,6 +88,12 @@ __all__ = [
     "ESTIMATOR_NAMES",
     "EstimatorParams",
     "RunLayout",
+    "TurnRecord",
+    "TwoSegments",
+    "two_segments",
+    "agent_turns",
+    "current_turn_record",
+    "scored_runs",
     "compute_slca_advantage",
     "compute_slca_tara_advantage",
     "compute_tara_advantage",
@@ -180,6 +202,80 @@ def segment_runs(response_mask: torch.Tensor) -> RunLayout:
     return RunLayout(mask=mask, label=label, n_runs=n_runs)
 
 
+CONVERSATIONAL_RUNS_KEY = "gust_user_turns"  # = trainer.reward_manager.UNSCORED_RUNS_KEY (the loop's record)
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """Per row of a batch: the 0-based runs of ``response_mask == 1`` that talked to the simulated user.
+
+    Built from the agent loop's record (``extra_fields["gust_user_turns"]``), row order = the batch's.
+    """
+
+    conversational: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def from_extra_fields(cls, extra_fields: Iterable[Any]) -> TurnRecord:
+        """One ``TurnRecord`` from the per-sample ``extra_fields`` dicts (missing key or non-dict = no such runs)."""
+        rows = []
+        for extra in extra_fields:
+            raw = extra.get(CONVERSATIONAL_RUNS_KEY) if isinstance(extra, Mapping) else None
+            runs = json.loads(raw) if isinstance(raw, str) else list(raw or [])
+            rows.append(tuple(sorted({int(r) for r in runs})))
+        return cls(conversational=tuple(rows))
+
+    @property
+    def any(self) -> bool:
+        return any(self.conversational)
+
+
+_TURN_RECORD: ContextVar[TurnRecord | None] = ContextVar("gust_turn_record", default=None)
+
+
+@contextmanager
+def agent_turns(record: TurnRecord | None) -> Iterator[None]:
+    """Make ``record`` the turn structure every estimator call inside the block uses (see the module doc)."""
+    token = _TURN_RECORD.set(record)
+    try:
+        yield
+    finally:
+        _TURN_RECORD.reset(token)
+
+
+def current_turn_record() -> TurnRecord | None:
+    """The record installed by ``agent_turns`` (None outside one: every run is scored)."""
+    return _TURN_RECORD.get()
+
+
+def scored_runs(response_mask: torch.Tensor, record: TurnRecord | None = None) -> RunLayout:
+    """The run layout of the SCORED runs: ``response_mask`` minus the conversational runs of ``record``.
+
+    Args:
+        response_mask: (B, T) generated-token mask.
+        record: Conversational runs per row (default: the installed record, if any).
+
+    Returns:
+        ``segment_runs`` of the agent-turn mask (conversational tokens are outside every run: label 0).
+
+    Raises:
+        InputError: The record has a different number of rows than the batch, or names a run the row lacks
+            (the record and the batch would be misaligned).
+    """
+    record = current_turn_record() if record is None else record
+    runs = segment_runs(response_mask)
+    if record is None or not record.any:
+        return runs
+    if len(record.conversational) != response_mask.shape[0]:
+        raise InputError(f"turn record has {len(record.conversational)} rows, the batch {response_mask.shape[0]}")
+    rows = [i for i, conv in enumerate(record.conversational) for _ in conv]
+    cols = [r + 1 for conv in record.conversational for r in conv]
+    if any(c > int(runs.n_runs[i]) for i, c in zip(rows, cols, strict=True)):
+        raise InputError("turn record names a run the response mask does not have (record and batch misaligned)")
+    table = torch.zeros(response_mask.shape[0], runs.max_runs + 1, dtype=torch.bool, device=response_mask.device)
+    table[torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)] = True
+    return segment_runs(runs.mask & ~table.gather(1, runs.label))
+
+
 def run_sums(values: torch.Tensor, runs: RunLayout, n_cols: int) -> torch.Tensor:
     """Sum ``values`` over each run: (B, T) → (B, n_cols) float64; runs ≥ n_cols and mask-0 tokens dropped.
 
@@ -276,6 +372,112 @@ def _segment_scalars(rewards: torch.Tensor, runs: RunLayout) -> tuple[torch.Tens
     return per_run, x_tool, x_sum
 
 
+@dataclass(frozen=True)
+class TwoSegments:
+    """The tool/summary split of a batch without per-token run labels (the SLCA and ToolPO fast path).
+
+    Attributes:
+        mask: (B, T) bool, the scored tokens (conversational runs removed).
+        n_runs: (B,) int64, scored runs per row, capped at 2 (0: none, 1: summary only, 2: tool and summary).
+        last_start: (B,) int64, first token of the last scored run (T for a row without runs); the summary tokens are
+            ``mask[i, last_start[i]:]``, the tool tokens ``mask[i, :last_start[i]]``.
+    """
+
+    mask: torch.Tensor
+    n_runs: torch.Tensor
+    last_start: torch.Tensor
+
+    @property
+    def summary(self) -> torch.Tensor:
+        positions = torch.arange(self.mask.shape[1], device=self.mask.device)
+        return self.mask & (positions.unsqueeze(0) >= self.last_start.unsqueeze(1))
+
+    @property
+    def tool(self) -> torch.Tensor:
+        return self.mask & ~self.summary
+
+
+def _as_bool(response_mask: torch.Tensor) -> torch.Tensor:
+    if response_mask.dtype == torch.bool:
+        return response_mask
+    return response_mask > 0.5 if response_mask.is_floating_point() else response_mask.bool()
+
+
+def _run_starts(mask: torch.Tensor) -> torch.Tensor:
+    starts = mask.clone()
+    starts[:, 1:] &= ~mask[:, :-1]
+    return starts
+
+
+def _drop_conversational(mask: torch.Tensor, record: TurnRecord | None) -> torch.Tensor:
+    """``mask`` without the record's conversational runs (row by row, only rows that have some)."""
+    if record is None or not record.any:
+        return mask
+    if len(record.conversational) != mask.shape[0]:
+        raise InputError(f"turn record has {len(record.conversational)} rows, the batch {mask.shape[0]}")
+    mask = mask.clone()
+    for i, conv in enumerate(record.conversational):
+        if not conv:
+            continue
+        row = F.pad(mask[i].to(torch.int8), (1, 1))
+        edges = row[1:] - row[:-1]
+        starts, ends = torch.nonzero(edges == 1).flatten(), torch.nonzero(edges == -1).flatten()
+        if max(conv) >= starts.numel():
+            raise InputError("turn record names a run the response mask does not have (record and batch misaligned)")
+        for run in conv:
+            mask[i, int(starts[run]) : int(ends[run])] = False
+    return mask
+
+
+def two_segments(response_mask: torch.Tensor, record: TurnRecord | None = None) -> TwoSegments:
+    """Split every row into tool tokens (earlier scored runs) and summary tokens (the last scored run).
+
+    Equivalent to ``scored_runs`` + "last run vs the others", without the cumulative sum and the (B, T) int64 label
+    tensor (issue 24: the int64 ``cumsum`` was the hotspot): three row reductions in numpy (several times faster than
+    torch's on CPU) — the first scored token, the start of the last run (reversed arg-max over the run starts) and
+    "has a token" — give the split; a row has a tool segment iff its first token lies before its last run's start.
+    """
+    mask = _drop_conversational(_as_bool(response_mask), current_turn_record() if record is None else record)
+    on = mask.cpu().numpy()
+    width = on.shape[1]
+    starts = np.empty_like(on)  # run starts: on[t] and not on[t-1] (= on[t] > on[t-1] for booleans), no temporaries
+    starts[:, 0] = on[:, 0]
+    np.greater(on[:, 1:], on[:, :-1], out=starts[:, 1:])
+    has_run = on.any(axis=1)
+    last = np.where(has_run, (width - 1) - starts[:, ::-1].argmax(axis=1), width)
+    first = np.where(has_run, on.argmax(axis=1), width)
+    n_runs = has_run.astype(np.int64) + (first < last)  # 0, 1, or 2 = "two or more" (all the estimators ask)
+    device = mask.device
+    return TwoSegments(mask=mask, n_runs=torch.from_numpy(n_runs).to(device),
+                       last_start=torch.from_numpy(last).to(device))
+
+
+def _two_segment_advantage(rewards: torch.Tensor, seg: TwoSegments,
+                           per_row: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                           ) -> torch.Tensor:  # fmt: skip
+    """Sum the rewards over each row's scored tool / summary tokens, turn the sums into per-row advantages with
+    ``per_row(x_tool, x_summary)`` (float64 (B,) each → (a_tool, a_summary)), and broadcast them to their tokens.
+
+    One float32 copy of the scored mask serves both steps: per row, two dot products give the segment sums (float32
+    accumulation, as verl's own tensors; a segment's sum reads only its own tokens, so changing R_sum leaves x_tool
+    bit-identical), then two in-place scalings turn the same buffer into the advantages (0 outside the scored runs).
+    """
+    values = rewards.detach().to(torch.float32).cpu().numpy()  # no copy for float32 CPU tensors (bf16-safe)
+    buffer = seg.mask.cpu().numpy().view(np.uint8).astype(np.float32)  # uint8 → float32: ~2× faster than bool
+    starts = seg.last_start.tolist()
+    x_tool = np.empty(len(starts), dtype=np.float64)
+    x_sum = np.empty(len(starts), dtype=np.float64)
+    for i, start in enumerate(starts):
+        x_tool[i] = np.dot(buffer[i, :start], values[i, :start])
+        x_sum[i] = np.dot(buffer[i, start:], values[i, start:])
+    a_tool, a_sum = (a.to(torch.float32).cpu().numpy() for a in per_row(torch.from_numpy(x_tool),
+                                                                        torch.from_numpy(x_sum)))  # fmt: skip
+    for i, start in enumerate(starts):
+        buffer[i, :start] *= a_tool[i]
+        buffer[i, start:] *= a_sum[i]
+    return torch.from_numpy(buffer).to(device=rewards.device, dtype=rewards.dtype)
+
+
 def _is_summary_col(runs: RunLayout, n_cols: int) -> torch.Tensor:
     cols = torch.arange(n_cols, device=runs.n_runs.device).unsqueeze(0)
     return cols == (runs.n_runs - 1).unsqueeze(1)
@@ -333,15 +535,17 @@ def compute_slca_advantage(
         (advantages, returns), both (B, T); returns = advantages.
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
-    _, x_tool, x_sum = _segment_scalars(token_level_rewards, runs)
-    groups = group_ids(index, token_level_rewards.device)
+    seg = two_segments(response_mask)
+    groups = group_ids(index, torch.device("cpu"))
     norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
-    a_tool = group_normalize(x_tool.unsqueeze(1), (runs.n_runs >= 2).unsqueeze(1), groups, **norm)
-    a_sum = group_normalize(x_sum.unsqueeze(1), (runs.n_runs >= 1).unsqueeze(1), groups, **norm)
-    n_cols = max(runs.max_runs, 1)
-    table = torch.where(_is_summary_col(runs, n_cols), params.lambda_sum * a_sum, params.lambda_tool * a_tool)
-    adv = _route(table, runs, token_level_rewards.dtype)
+    has_tool, has_run = (seg.n_runs >= 2).cpu().unsqueeze(1), (seg.n_runs >= 1).cpu().unsqueeze(1)
+
+    def per_row(x_tool: torch.Tensor, x_sum: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a_tool = group_normalize(x_tool.unsqueeze(1), has_tool, groups, **norm).squeeze(1)
+        a_sum = group_normalize(x_sum.unsqueeze(1), has_run, groups, **norm).squeeze(1)
+        return params.lambda_tool * a_tool, params.lambda_sum * a_sum
+
+    adv = _two_segment_advantage(token_level_rewards, seg, per_row)
     return adv, adv
 
 
@@ -366,7 +570,7 @@ def compute_tara_advantage(
         (advantages, returns), both (B, T).
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
+    runs = scored_runs(response_mask)
     n_cols = max(runs.max_runs, 1)
     r = run_sums(token_level_rewards, runs, n_cols)
     groups = group_ids(index, token_level_rewards.device)
@@ -396,7 +600,7 @@ def compute_slca_tara_advantage(
         (advantages, returns), both (B, T).
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
+    runs = scored_runs(response_mask)
     n_cols = max(runs.max_runs, 1)
     per_run, _, x_sum = _segment_scalars(token_level_rewards, runs)
     groups = group_ids(index, token_level_rewards.device)
@@ -432,14 +636,15 @@ def compute_toolpo_advantage(
         (advantages, returns), both (B, T).
     """
     params = read_params(config)
-    runs = segment_runs(response_mask)
-    _, x_tool, x_out = _segment_scalars(token_level_rewards, runs)
-    groups = group_ids(index, token_level_rewards.device)
+    seg = two_segments(response_mask)
+    groups = group_ids(index, torch.device("cpu"))
     norm = {"eps": params.epsilon, "unbiased": True, "scale": params.norm_by_std}
-    has_run = (runs.n_runs >= 1).unsqueeze(1)
-    a_out = group_normalize(x_out.unsqueeze(1), has_run, groups, singleton_raw=True, **norm)
-    a_tool = group_normalize(x_tool.unsqueeze(1), (runs.n_runs >= 2).unsqueeze(1), groups, **norm)
-    n_cols = max(runs.max_runs, 1)
-    table = torch.where(_is_summary_col(runs, n_cols), a_out, a_out + params.toolpo_lambda * a_tool)
-    adv = _route(table, runs, token_level_rewards.dtype)
+    has_tool, has_run = (seg.n_runs >= 2).cpu().unsqueeze(1), (seg.n_runs >= 1).cpu().unsqueeze(1)
+
+    def per_row(x_tool: torch.Tensor, x_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a_out = group_normalize(x_out.unsqueeze(1), has_run, groups, singleton_raw=True, **norm).squeeze(1)
+        a_tool = group_normalize(x_tool.unsqueeze(1), has_tool, groups, **norm).squeeze(1)
+        return a_out + params.toolpo_lambda * a_tool, a_out
+
+    adv = _two_segment_advantage(token_level_rewards, seg, per_row)
     return adv, adv

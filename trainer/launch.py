@@ -29,6 +29,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
@@ -56,6 +57,8 @@ __all__ = [
     "DataPlan",
     "HEURISTIC_JUDGE_WARNING",
     "ValidationReport",
+    "check_batch",
+    "endpoint_problems",
     "check_data",
     "TURN_LEVEL_ALGOS",
     "compose_config",
@@ -165,18 +168,31 @@ class ValidationReport:
     verl_messages: str
 
 
+def _absolute(path: str | Path) -> Path:
+    """An absolute path (multi-node workers resolve a relative path against their own working directory)."""
+    return Path(path).expanduser().absolute()
+
+
+def _model_path(model: str | None) -> str:
+    """A local model folder made absolute; an HF hub id left as it is."""
+    if model is None:
+        return PLACEHOLDER_MODEL
+    return str(_absolute(model)) if Path(model).expanduser().exists() else model
+
+
 def _wiring_overrides(plan: DataPlan, model: str | None, judge_url: str | None, judge_model: str | None) -> list[str]:
     overrides = [
-        f"data.train_files={plan.train}",
-        f"data.val_files={plan.val}",
-        f"actor_rollout_ref.model.path={model or PLACEHOLDER_MODEL}",
+        f"data.train_files={_absolute(plan.train)}",
+        f"data.val_files={_absolute(plan.val)}",
+        f"actor_rollout_ref.model.path={_model_path(model)}",
         f"actor_rollout_ref.rollout.agent.agent_loop_config_path={CONFIG_DIR / 'gust_agent_loops.yaml'}",
     ]
     tools = CONFIG_DIR / "tools.yaml"
     if tools.is_file():
         overrides.append(f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools}")
     if plan.env_root is not None:
-        overrides += [f"gust.env_root={plan.env_root}", f"{_REWARD_KWARGS}.env_root={plan.env_root}"]
+        root = _absolute(plan.env_root)
+        overrides += [f"gust.env_root={root}", f"{_REWARD_KWARGS}.env_root={root}"]
     if (judge_url is None) != (judge_model is None):
         raise ConfigError("--judge-url and --judge-model go together (the LLM judge needs both)")
     if judge_url is not None:
@@ -289,6 +305,66 @@ def check_data(cfg: DictConfig) -> None:
                 "the rollout could never execute it"
             )
         _check_turn_caps(cfg, path, [len(gt.gold_steps()) for gt in flat])
+        if OmegaConf.select(cfg, "gust.user_simulator", default=None):
+            _check_user_cap(cfg, path, [_facts(r.extra_info.interaction_kwargs) for r in rows])
+
+
+def _facts(kwargs: Any) -> int:
+    """Facts the simulated user holds for a row (each may cost one question): 0 without a scenario."""
+    from gusteval.scenario import scenario_from_kwargs
+
+    if kwargs is None:
+        return 0
+    try:
+        return len(scenario_from_kwargs(kwargs.model_dump() if hasattr(kwargs, "model_dump") else kwargs).facts)
+    except GustError:
+        return 0
+
+
+def _check_user_cap(cfg: DictConfig, path: str, facts_per_row: Sequence[int]) -> None:
+    """Simulated-user mode: refuse rows whose user holds more facts than it may answer messages
+    (``gust.max_user_messages``; the tool-round cap ``multi_turn.max_user_turns`` is checked separately)."""
+    from trainer.user_agent_loop import DEFAULT_MAX_USER_MESSAGES
+
+    cap = int(OmegaConf.select(cfg, "gust.max_user_messages", default=None) or DEFAULT_MAX_USER_MESSAGES)
+    over = sum(n > cap for n in facts_per_row)
+    if over:
+        raise ConfigError(
+            f"{over} of {len(facts_per_row)} rows of {path} have a simulated user holding up to "
+            f"{max(facts_per_row)} facts but gust.max_user_messages={cap}: an agent asking one value per message "
+            f"could not finish; append ++gust.max_user_messages={max(facts_per_row)} (or drop those rows)"
+        )
+
+
+def _check_mini_batch(cfg: DictConfig) -> None:
+    """verl asserts that the batch is divisible by the PPO mini-batch only without dynamic batch sizing; with it (our
+    long-context default) a mismatch would surface at the first update. Refuse it here in both cases."""
+    batch = int(cfg.data.train_batch_size)
+    mini = int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size)
+    if mini <= 0 or batch % mini:
+        raise ConfigError(f"data.train_batch_size={batch} must be divisible by actor_rollout_ref.actor."
+                          f"ppo_mini_batch_size={mini} (prompts per PPO mini-batch)")
+
+
+def check_batch(cfg: DictConfig) -> None:
+    """Refuse training data smaller than one batch (at launch; ``--dry-run`` and ``--rehearse`` report it): verl's
+    dataloader drops the incomplete last batch, so an epoch has no step and the trainer divides by zero after
+    start-up.
+
+    Raises:
+        ConfigError: Fewer training rows than ``data.train_batch_size``; the message names the override that fits.
+    """
+    batch = int(cfg.data.train_batch_size)
+    present = [p for p in _files(cfg.data.train_files) if Path(p).is_file()]
+    rows = sum(len(read_rows(Path(p))) for p in present)
+    if present and rows < batch:
+        mini = int(OmegaConf.select(cfg, "actor_rollout_ref.actor.ppo_mini_batch_size", default=batch) or batch)
+        raise ConfigError(
+            f"the training data has {rows} rows but data.train_batch_size={batch}: verl drops the incomplete "
+            f"batch, so no step would run (division by zero after start-up); build more rows, or append "
+            f"data.train_batch_size={rows} actor_rollout_ref.actor.ppo_mini_batch_size={min(mini, rows)} "
+            "(the mini-batch must not exceed the batch)"
+        )
 
 
 def _check_turn_caps(cfg: DictConfig, path: str, steps_per_row: Sequence[int]) -> None:
@@ -340,6 +416,7 @@ def validate_training_config(cfg: DictConfig) -> ValidationReport:
         captured = io.StringIO()
         with contextlib.redirect_stdout(captured):  # verl's validate_config reports with print()
             validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        _check_mini_batch(cfg)  # after verl's: its own message wins where it checks
     except ConfigError:
         raise
     except (AssertionError, ValueError, TypeError, KeyError, OmegaConfBaseException, GustError) as exc:
@@ -347,6 +424,28 @@ def validate_training_config(cfg: DictConfig) -> ValidationReport:
         raise ConfigError(f"invalid {algo!r} config: {type(exc).__name__}: {exc}") from exc
     logger.debug("verl validate_config: %s", captured.getvalue().strip())
     return ValidationReport(algo, layout, _missing_files(cfg), captured.getvalue().strip())
+
+
+def endpoint_problems(cfg: DictConfig) -> list[str]:
+    """Pre-flight of the services a launch calls from every rollout: the LLM judge (``judge=llm``) and the LLM
+    simulated user (``gust.user_simulator=llm``) must answer ``GET /models`` and serve their model, else whole groups
+    would fail seconds into the first step (one line per problem, with the fix)."""
+    from gustforge.preflight import check_endpoint
+
+    problems = []
+    if judge_of(cfg) == "llm":
+        kwargs = OmegaConf.select(cfg, _REWARD_KWARGS)
+        problem = check_endpoint(str(kwargs.judge_base_url), kwargs.get("judge_model"), role="LLM judge")
+        problems += [problem.line()] if problem else []
+    if str(OmegaConf.select(cfg, "gust.user_simulator", default="") or "") == "llm":
+        user = OmegaConf.select(cfg, "gust.user_llm", default=None) or {}
+        if not user.get("base_url"):
+            problems.append("simulated user is 'llm' but gust.user_llm.base_url is not set — append "
+                            "++gust.user_llm.base_url=URL ++gust.user_llm.model=M (or use the offline user)")
+        else:
+            problem = check_endpoint(str(user["base_url"]), user.get("model"), role="LLM simulated user")
+            problems += [problem.line()] if problem else []
+    return problems
 
 
 def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
@@ -371,6 +470,10 @@ def launch(cfg: DictConfig, *, allow_heuristic_judge: bool = False) -> None:
     report = validate_training_config(cfg)
     if report.missing_files:
         raise ConfigError(f"data files not found: {', '.join(report.missing_files)}")
+    check_batch(cfg)
+    problems = endpoint_problems(cfg)
+    if problems:
+        raise ConfigError("pre-flight failed:\n  " + "\n  ".join(problems))
     from trainer.resources import check_gpus
 
     check_gpus(cfg)  # before Ray starts: a short machine is refused, never a silent wait for GPUs

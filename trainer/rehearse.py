@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gustforge.errors import ConfigError
 from trainer.launch import compose_config, plan_data, validate_training_config
@@ -75,7 +75,10 @@ VARIANTS: tuple[str, ...] = (
     "string_arguments",
     "parameters_key",
     "no_call",
+    "think_call",
+    "beyond_parallel",
 )
+CLOSING_QUESTION = "Is there anything else I can help you with?"  # every scripted final reply ends on one (issue 24)
 ISOLATED_ALGOS = ("slca", "slca_tara")  # tool-token advantages must not depend on R_sum
 TOOL_SIGNAL_ALGOS = ("slca", "toolpo", "slca_tara", "tara", "grpo")
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -180,13 +183,18 @@ def _wrong(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {**arguments, first: f"WRONG-{arguments[first]}"}
 
 
-def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], final: str) -> list[str]:
+def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], final: str,
+               parallel_cap: int = 20) -> list[str]:  # fmt: skip
     """The assistant turns of one scripted trajectory.
 
     Args:
-        variant: One of ``VARIANTS``.
+        variant: One of ``VARIANTS``. ``think_call``: the gold, plus a wrong call written inside ``<think>`` in the
+            first turn (neither executed nor counted); ``beyond_parallel``: the gold, with copies of the first call
+            appended to the first turn up to ``parallel_cap + 1`` calls (the last one is never executed, so it must
+            earn nothing).
         gold_steps: The row's gold calls per step (``{"name", "arguments"}``).
         final: The final (summary) reply.
+        parallel_cap: ``multi_turn.max_parallel_calls`` of the config.
 
     Returns:
         One text per generation; each call in its own ``<tool_call>`` block (as the system prompt asks) unless the
@@ -204,6 +212,8 @@ def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], 
         steps = [s for s in steps if s]
     elif variant == "extra_call":
         steps[0] = [*steps[0], dict(first)]
+    elif variant == "beyond_parallel":
+        steps[0] = [*steps[0], *[dict(first)] * max(parallel_cap + 1 - len(steps[0]), 0)]
     if variant == "list_block":
         head = _block([_call(c["name"], c["arguments"]) for c in steps[0]])
         turns = [head] + ["".join(_block(c) for c in step) for step in steps[1:]]
@@ -215,6 +225,8 @@ def script_for(variant: str, gold_steps: Sequence[Sequence[Mapping[str, Any]]], 
         turns = [head + "".join(_block(c) for c in steps[0][1:])] + ["".join(_block(c) for c in s) for s in steps[1:]]
     else:
         turns = ["".join(_block(c) for c in step) for step in steps]
+    if variant == "think_call":
+        turns[0] = "<think>" + _block({**first, "arguments": _wrong(first["arguments"])}) + "</think>" + turns[0]
     return [*turns, final]
 
 
@@ -255,26 +267,54 @@ class _LocalRewardHandle:
         return self._worker.compute_score(data)
 
 
-def _worker_class() -> type:
+def _worker_class(store: Any) -> type:
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+    put = AgentLoopWorkerTQ.__ray_metadata__.modified_class._agent_loop_postprocess  # the Ray actor's method
 
     class RehearsalWorker(AgentLoopWorker):
-        """verl's ``AgentLoopWorker`` whose post-processing is the V1 ``AgentLoopWorkerTQ``'s minus the
-        TransferQueue put: score through the reward worker, then ``output.as_dict()`` (``rm_scores``)."""
+        """verl's ``AgentLoopWorker`` with the V1 ``AgentLoopWorkerTQ`` post-processing (score through the reward
+        worker, ``output.as_dict()`` → ``rm_scores``, put into TransferQueue — here the in-process `LocalTQ`); returns
+        the stored sample so the report reads what the trainer will read."""
 
         async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> dict[str, Any]:
-            outputs = output if isinstance(output, list) else [output]
-            await self._compute_score(outputs, kwargs=kwargs)
-            final = outputs[-1]
-            return {"output": final, "fields": final.as_dict()}
+            final = (output if isinstance(output, list) else [output])[-1]
+            await put(self, output, validate, **kwargs)
+            return {"output": final, "fields": store.store[("train", f"{kwargs['uid']}_{kwargs['session_id']}_0")]}
 
     return RehearsalWorker
+
+
+def _trainer(cfg: DictConfig) -> Any:
+    """The ``gust_sync`` trainer object for its hooks only (no workers: they need GPUs)."""
+    from trainer.v1_trainer import GustTrainerSync
+
+    trainer = object.__new__(GustTrainerSync)
+    trainer.config = cfg
+    return trainer
+
+
+def _advantages(cfg: DictConfig, store: Any, keys: list[str], rm_scores: torch.Tensor | None = None) -> torch.Tensor:
+    """Advantages from ``GustTrainerSync._compute_advantage`` (verl's V1 method inside our turn-record wrapper) on the
+    stored batch; ``rm_scores`` (padded rows) replaces the stored rewards for this call only."""
+    saved = [store.store[("train", k)]["rm_scores"] for k in keys]
+    if rm_scores is not None:
+        for key, row, old in zip(keys, rm_scores, saved, strict=True):
+            store.store[("train", key)]["rm_scores"] = row[: old.numel()].clone()
+    try:
+        _trainer(cfg)._compute_advantage(store.meta(keys), {})
+    finally:
+        for key, old in zip(keys, saved, strict=True):
+            store.store[("train", key)]["rm_scores"] = old
+    return _pad([store.store[("train", k)]["advantages"] for k in keys], torch.float32)
 
 
 # ----------------------------------------------------------------------------------------------- the run
 def _final_text(row: Mapping[str, Any]) -> str:
     question = str(row["reward_model"]["ground_truth"].get("question_content") or "the request")
-    return f"All done. I handled your request ({question}) and checked every result the tools returned."
+    return (f"All done. I handled your request ({question}) and checked every result the tools returned. "
+            f"{CLOSING_QUESTION}")
 
 
 def _corpus(rows: Sequence[Mapping[str, Any]], tokenizer_free_texts: Sequence[str]) -> list[str]:
@@ -300,11 +340,12 @@ def _overrides(n: int) -> list[str]:
     ]
 
 
-def _segments(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(tool, summary) token masks of a padded (B, T) response mask: summary = last run, tool = earlier runs."""
-    from trainer.estimators import segment_runs
+def _segments(mask: torch.Tensor, record: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tool, summary) token masks of a padded (B, T) response mask: summary = last SCORED run, tool = earlier
+    scored runs (``record``: the conversational runs per row, `trainer.estimators.TurnRecord`)."""
+    from trainer.estimators import TurnRecord, scored_runs
 
-    runs = segment_runs(mask)
+    runs = scored_runs(mask, record or TurnRecord(conversational=((),) * mask.shape[0]))
     summary = runs.mask & (runs.run_id == (runs.n_runs - 1).unsqueeze(1))
     return runs.mask & ~summary, summary
 
@@ -315,23 +356,6 @@ def _pad(rows: Sequence[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
     for i, r in enumerate(rows):
         out[i, : r.numel()] = r.to(dtype)
     return out
-
-
-def _advantages(cfg: DictConfig, rm_scores: torch.Tensor, mask: torch.Tensor, uids: list[str], keys: list[str]) -> Any:
-    from verl import DataProto
-    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
-
-    data = DataProto.from_dict(
-        tensors={"rm_scores": rm_scores, "response_mask": mask, "token_level_scores": rm_scores.clone(),
-                 "token_level_rewards": rm_scores.clone()},
-        non_tensors={"uid": np.array(uids, dtype=object)},
-    )  # fmt: skip
-    data = compute_advantage_for_multi_trajectories(
-        data, batch_keys=keys, adv_estimator=cfg.algorithm.adv_estimator, gamma=cfg.algorithm.gamma,
-        lam=cfg.algorithm.lam, num_repeat=cfg.actor_rollout_ref.rollout.n,
-        norm_adv_by_std_in_grpo=cfg.algorithm.get("norm_adv_by_std_in_grpo", True), config=cfg.algorithm,
-    )  # fmt: skip
-    return data.batch["advantages"]
 
 
 _ATTENTION_BUDGET_BYTES = 2 * 2**30  # CPU attention scores of one gradient step: batch x heads x width^2 x 4 bytes
@@ -393,7 +417,10 @@ def _gradients(model_dir: Path, fields: Sequence[Mapping[str, Any]], adv: torch.
                                 clip_ratio_c=float(actor.clip_ratio_c))  # fmt: skip
     loss_fn = get_policy_loss_fn(str(actor.policy_loss.loss_mode))
     advantages = adv.to(device).float()
-    tool, summary = (m.to(device).float() for m in _segments(mask.cpu().long()))
+    from trainer.estimators import TurnRecord
+
+    record = TurnRecord.from_extra_fields(f["extra_fields"] for f in fields)
+    tool, summary = (m.to(device).float() for m in _segments(mask.cpu().long(), record))
     params = [p for p in model.parameters() if p.requires_grad]
 
     def grad(segment: torch.Tensor) -> torch.Tensor | None:
@@ -430,13 +457,14 @@ def _check(checks: list[dict[str, Any]], name: str, passed: bool, detail: str) -
     checks.append({"name": name, "passed": bool(passed), "detail": detail})
 
 
-async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy: ScriptedPolicy) -> list[dict]:
+async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy: ScriptedPolicy, store: Any,
+                            variants: Sequence[str] = VARIANTS, prefix: str = "row") -> list[dict]:  # fmt: skip
     from verl.experimental.agent_loop.agent_loop import get_dataset_class
     from verl.experimental.agent_loop.tool_parser import ToolParser
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
     reward_worker = RewardLoopWorker(cfg)
-    worker = _worker_class()(cfg, policy, reward_loop_worker_handles=[_LocalRewardHandle(reward_worker)])
+    worker = _worker_class(store)(cfg, policy, reward_loop_worker_handles=[_LocalRewardHandle(reward_worker)])
     dataset_cls = get_dataset_class(cfg.data)
     dataset = dataset_cls(data_files=[str(p) for p in _files(cfg.data.train_files)], tokenizer=worker.tokenizer,
                           config=cfg.data, processor=None)  # fmt: skip
@@ -445,20 +473,26 @@ async def _run_trajectories(cfg: DictConfig, rows: list[dict[str, Any]], policy:
     results = []
     for index in range(min(len(dataset), len(rows))):
         item = dataset[index]
-        uid = f"row{index}"
+        uid = f"{prefix}{index}"
         kwargs = {k: v for k, v in item.items() if not isinstance(v, torch.Tensor)}
         agent_name = str(kwargs.pop("agent_name", AGENT_NAME))
         gold = json.loads(kwargs["reward_model"]["ground_truth"]["gold_tool_calls"])
-        for session, variant in enumerate(VARIANTS):
-            policy.start(script_for(variant, gold, _final_text(kwargs)))
+        for session, variant in enumerate(variants):
+            policy.start(script_for(variant, gold, _final_text(kwargs), _parallel_cap(cfg)))
             trajectory = {"step": 0, "sample_index": index, "rollout_n": session, "validate": False}
             started = time.perf_counter()
             done = await worker._run_agent_loop(sampling, trajectory, agent_name=agent_name, trace=False,
-                                                uid=uid, session_id=session, **kwargs)  # fmt: skip
+                                                uid=uid, session_id=session, global_steps=1, **kwargs)  # fmt: skip
             hermes_calls = [len(calls) for calls in await _stock_counts(hermes, policy.generations)]
-            results.append({"uid": uid, "session": session, "variant": variant, "row": index,
+            turn_level = bool(kwargs["reward_model"]["ground_truth"].get("turn_level"))
+            results.append({"uid": uid, "session": session, "variant": variant, "row": index, "gold": gold,
+                            "turn_level": turn_level and bool(gold),
                             "hermes_calls": sum(hermes_calls), "seconds": time.perf_counter() - started, **done})
     return results
+
+
+def _parallel_cap(cfg: DictConfig) -> int:
+    return int(cfg.actor_rollout_ref.rollout.multi_turn.max_parallel_calls or 20)
 
 
 def _files(item: Any) -> list[str]:
@@ -525,7 +559,7 @@ def rehearse(
         write_rows(out / "data" / "rehearse.parquet", subset, env_root=plan.env_root)
         plan = type(plan)(out / "data" / "rehearse.parquet", plan.val, True, plan.env_root, len(subset), plan.val_rows)
     scripts = [s for row in rows for v in VARIANTS for s in script_for(
-        v, json.loads(row["reward_model"]["ground_truth"]["gold_tool_calls"]), _final_text(row))]  # fmt: skip
+        v, json.loads(row["reward_model"]["ground_truth"]["gold_tool_calls"]), _final_text(row), 2)]  # fmt: skip
     model_dir = build_tiny_model(out / "tiny_model", _corpus(rows, scripts))
     mode = user_sim_overrides("offline") if user_sim else []
     cfg = compose_config(algo, model=str(model_dir), plan=plan,
@@ -538,16 +572,21 @@ def rehearse(
     from transformers import AutoTokenizer
 
     policy = ScriptedPolicy(AutoTokenizer.from_pretrained(model_dir))
+    from trainer.local_tq import use_local_tq
+
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    try:
-        trajectories = loop.run_until_complete(_run_trajectories(cfg, rows, policy))
-    finally:
-        loop.close()
-        asyncio.set_event_loop(None)
-    rollout_s = time.perf_counter() - started
-    user_loop = _user_loop(plan.train, cfg, max_rows) if user_sim else None
-    return _report(algo, cfg, layout, target, trajectories, model_dir, device, out, validation, rollout_s, user_loop)
+    with use_local_tq() as store:
+        try:
+            trajectories = loop.run_until_complete(_run_trajectories(cfg, rows, policy, store))
+            rollout_s = time.perf_counter() - started
+            caps = loop.run_until_complete(_cap_probe(cfg, rows, policy, store))
+        finally:
+            loop.close()
+            asyncio.set_event_loop(None)
+        user_loop = _user_loop(plan.train, cfg, max_rows) if user_sim else None
+        return _report(algo, cfg, layout, target, trajectories, model_dir, device, out, validation, rollout_s,
+                       user_loop, store, caps)  # fmt: skip
 
 
 def configured_loop(cfg: DictConfig) -> str:
@@ -564,7 +603,7 @@ def _user_loop(data: Path, cfg: DictConfig, max_rows: int | None) -> dict[str, A
     from trainer.user_rehearsal import rehearse_user_loop
 
     started = time.perf_counter()
-    result = rehearse_user_loop(data, limit=max_rows or 3, adv_estimator=str(cfg.algorithm.adv_estimator))
+    result = rehearse_user_loop(data, limit=max_rows or 3, config=cfg)  # the composed config: caps, parser
     return {**result, "simulator": "offline", "seconds": time.perf_counter() - started}
 
 
@@ -584,6 +623,7 @@ def _user_loop_summary(user_loop: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "run": True, "ok": bool(user_loop["ok"]), "simulator": user_loop["simulator"], "rows": rows,
         "adv_estimator": user_loop["adv_estimator"], "seconds": user_loop["seconds"],
+        "parser": user_loop.get("parser"), "caps": user_loop.get("caps"),
         "user_turns": sum(r["user_turns"] for r in rows),
         "agent_turns_scored": sum(r["agent_turns_scored"] for r in rows),
     }  # fmt: skip
@@ -591,7 +631,8 @@ def _user_loop_summary(user_loop: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: list[dict], model_dir: Path,
             device: str, out: Path, validation: Any, rollout_s: float,
-            user_loop: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+            user_loop: Mapping[str, Any] | None = None, store: Any = None,
+            caps: Mapping[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     checks: list[dict[str, Any]] = []
     fields = [t["fields"] for t in trajectories]
     infos = [f["extra_fields"]["reward_extra_info"] for f in fields]
@@ -608,12 +649,20 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         per_traj.append({
             "row": t["row"], "variant": t["variant"], "executed_calls": executed, "gust_hermes_parsed": parsed,
             "stock_hermes_parsed": t["hermes_calls"], "reward_counted": int(info["pred_call_count"]),
+            "reward_text_counted": int(info["text_call_count"]),
             "turns": int(info["agent_turns"]), **{k: info[k] for k in (
                 "score", "r_tool", "r_sum", "r_succ", "r_action", "s_par", "omission", "turn_rewards", "error_type")},
         })  # fmt: skip
-    mismatch = [p for p in per_traj if not (p["executed_calls"] == p["gust_hermes_parsed"] == p["reward_counted"])]
-    _check(checks, "rollout_executes_what_reward_counts", not mismatch,
-           f"{len(mismatch)} trajectories differ" + (f": {mismatch[:3]}" if mismatch else ""))  # fmt: skip
+    mismatch = [p for p in per_traj if p["gust_hermes_parsed"] != p["reward_text_counted"]]
+    _check(checks, "rollout_parses_what_reward_reads", not mismatch, f"{len(mismatch)} trajectories: the rollout's "
+           "parser and the reward's text parser disagree" + (f": {mismatch[:3]}" if mismatch else ""))  # fmt: skip
+    unscored = [p for p in per_traj if p["executed_calls"] != p["reward_counted"]]
+    _check(checks, "reward_scores_the_executed_calls", not unscored, f"{len(unscored)} trajectories: HierR scored "
+           "other calls than the rollout executed" + (f": {unscored[:3]}" if unscored else ""))  # fmt: skip
+    capped = [p for p in per_traj if p["variant"] == "beyond_parallel"]
+    _check(checks, "calls_beyond_max_parallel_not_executed", all(
+        p["executed_calls"] < p["gust_hermes_parsed"] for p in capped),
+        f"{len(capped)} trajectories write max_parallel_calls + 1 calls in one turn; the last one never runs")
     hermes_gap = [p["variant"] for p in per_traj if p["stock_hermes_parsed"] != p["reward_counted"]]
     bad_keys = [i for i, info in enumerate(infos) if tuple(info) != COMPONENT_KEYS]
     internal = [p for p in per_traj if p["error_type"] == "internal_error"]
@@ -632,10 +681,12 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         p["score"] >= max(q["score"] for q in per_traj if q["row"] == p["row"]) - 1e-9 for p in gold),
         "the gold replay has the highest true score of its group")  # fmt: skip
 
-    uids = [t["uid"] for t in trajectories]
     keys = [f"{t['uid']}_{t['session']}_0" for t in trajectories]
-    adv = _advantages(cfg, rm_scores, mask, uids, keys)
-    tool, summary = _segments(mask)
+    from trainer.estimators import TurnRecord
+
+    record = TurnRecord.from_extra_fields(extras)  # the loop's record, as the gust_sync trainer reads it
+    adv = _advantages(cfg, store, keys)
+    tool, summary = _segments(mask, record)
     share = {
         "tool_tokens": int(tool.sum()), "summary_tokens": int(summary.sum()),
         "tool_nonzero_share": float(((adv != 0) & tool).sum() / max(int(tool.sum()), 1)),
@@ -645,7 +696,11 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
            f"{share['tool_nonzero_share']:.3f} of {share['tool_tokens']} tool tokens have a non-zero advantage")
     _check(checks, "no_advantage_off_mask", bool(torch.all(adv[mask == 0] == 0)), "observation/padding tokens get 0")
 
-    isolation = _isolation(cfg, trajectories, uids, keys, mask, adv, tool, summary)
+    golden = _golden_checks(checks, cfg, layout, trajectories, rm_scores, store, keys)
+    isolation = _isolation(cfg, trajectories, store, keys, adv, tool, summary)
+    hook = _metrics_hook_check(checks, cfg, trajectories, store, keys)
+    if caps is not None:
+        _check(checks, "turn_caps_fit_gold", caps["gold_finished"], caps["detail"])
     if algo in ISOLATED_ALGOS:
         _check(checks, "isolation", isolation["tool_unchanged"] and isolation["summary_changed"],
                "perturbing only R_sum leaves every tool-token advantage bit-identical and moves summary tokens")
@@ -666,6 +721,7 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
         "parser": {"format": str(cfg.actor_rollout_ref.rollout.multi_turn.format),
                    "stock_hermes_disagrees_with_reward_on": sorted(set(hermes_gap))},
         "trajectories": per_traj, "advantage": share, "isolation": isolation, "gradients": gradients,
+        "golden": golden, "gust_sync_metrics": hook, "turn_caps": caps,
         "judge": str(cfg.reward.custom_reward_function.reward_kwargs.judge),
         "validation_files": _files(cfg.data.val_files), "rollout_seconds": rollout_s,
         "verl_validate_config": "passed" if validation else "not run",
@@ -680,8 +736,79 @@ def _report(algo: str, cfg: DictConfig, layout: str, target: str, trajectories: 
     return report
 
 
-def _isolation(cfg: DictConfig, trajectories: list[dict], uids: list[str], keys: list[str], mask: torch.Tensor,
-               adv: torch.Tensor, tool: torch.Tensor, summary: torch.Tensor) -> dict[str, Any]:  # fmt: skip
+PROBE_KNOBS = {"lambda_tool": 0.5, "lambda_sum": 2.0, "tara_lambda": 0.7, "tara_gamma": 0.8, "toolpo_lambda": 0.6}
+_GOLDEN_ATOL = 1e-4  # float32 rewards on tokens vs float64 expected values
+
+
+def _golden_params(cfg: DictConfig) -> Any:
+    from trainer.golden import GoldenParams
+
+    knobs = {k: OmegaConf.select(cfg, f"algorithm.gust.{k}", default=None) for k in GoldenParams.__dataclass_fields__}
+    return GoldenParams(**{k: float(v) for k, v in knobs.items() if v is not None})
+
+
+def _with_knobs(cfg: DictConfig, knobs: Mapping[str, float]) -> DictConfig:
+    probe = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    with open_dict(probe):
+        for key, value in knobs.items():
+            OmegaConf.update(probe, f"algorithm.gust.{key}", value, force_add=True)
+    return probe
+
+
+def _golden_checks(checks: list[dict[str, Any]], cfg: DictConfig, layout: str, trajectories: list[dict],
+                   rm_scores: torch.Tensor, store: Any, keys: list[str]) -> dict[str, Any]:  # fmt: skip
+    """Compare turn rewards, reward placement and advantages with `trainer.golden`'s independent values, under the
+    config's knobs and under `PROBE_KNOBS` (λ ≠ 1 exposes λ applied before normalisation)."""
+    from trainer.golden import Trajectory, expected_advantages, expected_rewards, expected_s_par, expected_turn_rewards
+    from trainer.rewards import decode_turn_rewards
+
+    step_unit = str(cfg.reward.custom_reward_function.reward_kwargs.get("par_unit", "step")) == "step"
+    trajs, turn_bad, place_bad, par_bad = [], [], [], []
+    for i, t in enumerate(trajectories):
+        fields = t["fields"]
+        extra = fields["extra_fields"]
+        info = extra["reward_extra_info"]
+        executed = json.loads(extra[TURN_CALLS_KEY])
+        traj = Trajectory(uid=t["uid"], mask=[int(m) for m in fields["response_mask"].tolist()], info=info,
+                          conversational=json.loads(extra.get(UNSCORED_RUNS_KEY) or "[]"), executed=executed)
+        trajs.append(traj)
+        expected_turns = expected_turn_rewards(t["gold"], executed) if t["turn_level"] else []
+        if decode_turn_rewards(info["turn_rewards"]) != expected_turns:
+            turn_bad.append((t["variant"], decode_turn_rewards(info["turn_rewards"]), expected_turns))
+        if step_unit and not int(info["omission"]) and float(info["s_par"]) != expected_s_par(t["gold"], executed):
+            par_bad.append((t["variant"], float(info["s_par"])))
+        want = expected_rewards(traj, layout, expected_turns)
+        row = rm_scores[i, : len(traj.mask)].tolist()
+        got = {k: v for k, v in enumerate(row) if v != 0}
+        if set(got) - set(want) or any(abs(row[k] - v) > 1e-6 for k, v in want.items()):
+            place_bad.append((t["variant"], got, want))
+    _check(checks, "golden_turn_rewards", not turn_bad, f"{len(trajs) - len(turn_bad)}/{len(trajs)} trajectories' "
+           "turn rewards = gold step ⊆ executed calls of scored turn t" + (f"; differ: {turn_bad[:3]}" if turn_bad
+                                                                           else ""))  # fmt: skip
+    _check(checks, "golden_s_par", not par_bad, ("S_par = [first executed step has as many calls as the first gold "
+           "step]" if step_unit else "not run: par_unit=block (the reference code's rule) has no golden value")
+           + (f"; differ: {par_bad[:3]}" if par_bad else ""))  # fmt: skip
+    _check(checks, "golden_reward_placement", not place_bad, f"rm_scores at the independently expected positions "
+           f"(layout {layout!r})" + (f"; differ: {place_bad[:2]}" if place_bad else ""))  # fmt: skip
+    algo = str(cfg.algorithm.adv_estimator)
+    if not cfg.algorithm.get("norm_adv_by_std_in_grpo", True) or OmegaConf.select(
+            cfg, "algorithm.gust.tara_absent_turns", default="zero") != "zero":  # fmt: skip
+        return {"run": False, "reason": "not run: golden values cover the default normalisation only"}
+    placed = [expected_rewards(tr, layout, expected_turn_rewards(t["gold"], tr.executed) if t["turn_level"] else [])
+              for tr, t in zip(trajs, trajectories, strict=True)]
+    worst: dict[str, float] = {}
+    for name, probe in (("config", cfg), ("probe", _with_knobs(cfg, PROBE_KNOBS))):
+        adv = _advantages(probe, store, keys)
+        want = expected_advantages(trajs, algo, placed, _golden_params(probe))
+        worst[name] = max((abs(float(adv[i, k]) - w) for i, row in enumerate(want) for k, w in enumerate(row)),
+                          default=0.0)  # fmt: skip
+    _check(checks, "golden_advantages", max(worst.values()) <= _GOLDEN_ATOL,
+           f"max |verl advantage - expected| {worst} (config knobs and probe {PROBE_KNOBS})")  # fmt: skip
+    return {"run": True, "max_abs_diff": worst, "probe_knobs": PROBE_KNOBS}
+
+
+def _isolation(cfg: DictConfig, trajectories: list[dict], store: Any, keys: list[str], adv: torch.Tensor,
+               tool: torch.Tensor, summary: torch.Tensor) -> dict[str, Any]:  # fmt: skip
     """Re-run as_dict and the advantage with R_sum (and the score) of one trajectory per group shifted."""
     rows = []
     seen: set[str] = set()
@@ -696,13 +823,75 @@ def _isolation(cfg: DictConfig, trajectories: list[dict], uids: list[str], keys:
             output.reward_score = info["score"]
         output.extra_fields["reward_extra_info"] = info
         rows.append(output.as_dict()["rm_scores"])
-    perturbed = _advantages(cfg, _pad(rows, torch.float32), mask, uids, keys)
+    perturbed = _advantages(cfg, store, keys, _pad(rows, torch.float32))
     return {
         "perturbed_trajectories": len(seen),
         "tool_unchanged": bool(torch.equal(perturbed[tool], adv[tool])),
         "summary_changed": bool(not torch.equal(perturbed[summary], adv[summary])),
         "max_tool_change": float((perturbed - adv)[tool].abs().max()) if tool.any() else 0.0,
     }
+
+
+def _tightest_caps(cfg: DictConfig, steps: Sequence[int]) -> tuple[int, int]:
+    """The smallest (max_user_turns, max_assistant_turns) the launch's data check accepts for these gold lengths."""
+    from trainer.launch import _check_turn_caps
+
+    def accepted(user: int, assistant: int) -> bool:
+        try:
+            _check_turn_caps(_with_caps(cfg, user, assistant), "rehearsal rows", steps)
+        except ConfigError:
+            return False
+        return True
+
+    big = max(steps, default=1) + 10
+    user = next((c for c in range(1, big + 1) if accepted(c, big)), big)
+    assistant = next((c for c in range(1, big + 1) if accepted(big, c)), big)
+    return user, assistant
+
+
+def _with_caps(cfg: DictConfig, user: int, assistant: int) -> DictConfig:
+    capped = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    capped.actor_rollout_ref.rollout.multi_turn.max_user_turns = user
+    capped.actor_rollout_ref.rollout.multi_turn.max_assistant_turns = assistant
+    return capped
+
+
+async def _cap_probe(cfg: DictConfig, rows: list[dict[str, Any]], policy: ScriptedPolicy, store: Any) -> dict:
+    """Replay the gold of every row under the TIGHTEST turn caps the launch's data check accepts: the check must never
+    accept caps under which the gold cannot finish (an off-by-one there truncates the last gold turn)."""
+    from trainer.rewards import decode_turn_rewards
+
+    steps = [len(json.loads(r["reward_model"]["ground_truth"]["gold_tool_calls"])) for r in rows]
+    user, assistant = _tightest_caps(cfg, steps)
+    done = await _run_trajectories(_with_caps(cfg, user, assistant), rows, policy, store, ("gold",), prefix="caps")
+    short = []
+    for t in done:
+        info = t["fields"]["extra_fields"]["reward_extra_info"]
+        executed = sum(len(turn) for turn in json.loads(t["fields"]["extra_fields"][TURN_CALLS_KEY]))
+        full = executed == sum(len(step) for step in t["gold"]) and all(
+            r == 1.0 for r in decode_turn_rewards(info["turn_rewards"]))
+        if not full:
+            short.append(t["row"])
+    return {"max_user_turns": user, "max_assistant_turns": assistant, "gold_finished": not short,
+            "detail": f"tightest caps the data check accepts: max_user_turns={user}, max_assistant_turns={assistant} "
+                      f"(gold steps {steps}); gold replays cut short: {short}"}  # fmt: skip
+
+
+def _metrics_hook_check(checks: list[dict[str, Any]], cfg: DictConfig, trajectories: list[dict], store: Any,
+                        keys: list[str]) -> dict[str, float]:  # fmt: skip
+    """``GustTrainerSync.gust_metrics`` on the stored batch plus two padding copies of its worst trajectory (what
+    verl's upsampling adds): the means must be over the real trajectories only (expected values computed here)."""
+    infos = [t["fields"]["extra_fields"]["reward_extra_info"] for t in trajectories]
+    worst = min(range(len(keys)), key=lambda i: float(infos[i]["score"]))
+    pads = [f"gust-padding-{i}" for i in range(2)]
+    for pad in pads:
+        store.copy_as_padding(keys[worst], pad)
+    metrics = _trainer(cfg).gust_metrics(store.meta([*keys, *pads]))
+    expected = float(np.mean([float(i["score"]) for i in infos]))
+    got = metrics.get("gust/score/mean")
+    _check(checks, "gust_sync_metrics", got is not None and abs(got - expected) < 1e-9,
+           f"gust/score/mean {got} over the real trajectories = {expected:.6f} (2 padding rows added)")
+    return metrics
 
 
 def format_report(report: Mapping[str, Any]) -> str:

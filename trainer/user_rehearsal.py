@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
@@ -40,7 +40,7 @@ from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, TURN_CALLS_KEY
 from trainer.user_agent_loop import USER_LOOPS_FILE, USER_TURNS_KEY, agent_turn_mask
 
 __all__ = ["CHATML_TEMPLATE", "tiny_chatml_tokenizer", "ScriptedServerManager", "register_user_loops",
-           "rehearse_user_loop"]
+           "rehearse_user_loop", "gold_replay_rates"]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHATML_TEMPLATE = (
@@ -163,7 +163,7 @@ def register_user_loops() -> None:
 
 
 def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara", agent_name: str | None = None,
-                       register: bool = True) -> dict[str, Any]:  # fmt: skip
+                       register: bool = True, config: Any = None) -> dict[str, Any]:  # fmt: skip
     """Run `limit` GUST rows of a verl parquet through simulated-user mode on CPU and check the invariants.
 
     Args:
@@ -173,6 +173,9 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
         agent_name: Route every row to this registered name (default: the row's `agent_name`).
         register: Load the registry file first (False when the caller did, in verl's order, before any import of
             our modules).
+        config: The composed training config (`gust train --rehearse --user-sim` passes it: its turn caps, its
+            ``gust_hermes`` parser, its user cap); default: a minimal config with generous caps and verl's stock
+            ``hermes`` parser (unit tests of the loop alone).
 
     Returns:
         {"ok": all rows passed, "rows": per-row report with the checks}.
@@ -184,8 +187,10 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
     if register:
         register_user_loops()
     tools = load_all_tools(tool_config_path=str(CONFIG_DIR / "tools.yaml"), function_tool_path=None)
-    config = _config(adv_estimator)
-    config.gust = {"env_root": str(env_root)}  # relative env dirs resolve against the recorded root
+    config = _config(adv_estimator) if config is None else OmegaConf.create(OmegaConf.to_container(config,
+                                                                                                   resolve=True))
+    with open_dict(config):
+        config.gust = {**(config.get("gust") or {}), "env_root": str(env_root)}  # relative env dirs: recorded root
     manager = ScriptedServerManager(policy, tokenizer)
     configured = {str(e.name): str(e["_target_"]) for e in OmegaConf.load(USER_LOOPS_FILE)}  # what verl must build
     reports = []
@@ -202,10 +207,38 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
         ))  # fmt: skip
         name = agent_name or row["agent_name"]
         reports.append(_check_row(row, out, tokenizer, configured.get(name, f"<{name} not in {USER_LOOPS_FILE.name}>")))
-    return {"ok": bool(reports) and all(r["ok"] for r in reports), "rows": reports, "adv_estimator": adv_estimator}
+    caps = config.actor_rollout_ref.rollout.multi_turn
+    return {"ok": bool(reports) and all(r["ok"] for r in reports), "rows": reports,
+            "adv_estimator": str(config.algorithm.adv_estimator), "parser": str(caps.format),
+            "caps": {"max_user_turns": caps.get("max_user_turns"),
+                     "max_assistant_turns": caps.get("max_assistant_turns"),
+                     "max_user_messages": (config.get("gust") or {}).get("max_user_messages")}}  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use: python -m trainer.user_rehearsal OUT/verl/train.parquet
     import sys
 
     print(json.dumps(rehearse_user_loop(Path(sys.argv[1])), indent=2))
+
+
+def gold_replay_rates(data: Path, algos: Sequence[str], *, overrides: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Per shipped config (simulated-user mode, offline user): the share of the rows of ``data`` whose gold-replay
+    agent (asks for each stated value, replays the gold calls) ends in the gold final DB state, under that config's
+    own caps and parser. Issue 24's bar: ≥ 95 % of a sample build's tasks under every shipped config.
+
+    Returns:
+        ``{algo: {"rows", "finished", "rate", "failed": [task ids], "caps": ...}}``.
+    """
+    from trainer.launch import DataPlan, compose_config
+    from trainer.user_agent_loop import user_sim_overrides
+
+    out: dict[str, dict[str, Any]] = {}
+    rows = len([r for r in read_verl_rows(Path(data)) if r.get("data_source") == "gust"])
+    for algo in algos:
+        plan = DataPlan(Path(data), Path(data), False, verl_env_root(Path(data)))
+        cfg = compose_config(algo, plan=plan, overrides=[*user_sim_overrides("offline"), *overrides])
+        report = rehearse_user_loop(Path(data), limit=rows, config=cfg)
+        failed = [r["task_id"] for r in report["rows"] if not r["checks"]["final_state_matches"]]
+        out[algo] = {"rows": rows, "finished": rows - len(failed), "rate": (rows - len(failed)) / max(rows, 1),
+                     "failed": failed, "caps": report["caps"]}  # fmt: skip
+    return out

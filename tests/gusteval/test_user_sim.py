@@ -50,6 +50,17 @@ def test_ends_when_the_agent_reports_or_gives_up():
     assert gave_up.stop and gave_up.reason == "agent_gave_up"
 
 
+def test_ends_on_a_closing_question_that_asks_nothing_it_holds():
+    user = _user()
+    for closing in ["Order ORD-1001 is processing and ORD-1003 is cancelled. Anything else I can help with?",
+                    "Done! Is there anything else I can do for you?",
+                    "All set. Would you like me to help with something else?"]:  # fmt: skip
+        reply = user.respond(closing)
+        assert reply.stop and reply.reason == "closing_question" and STOP_MARKER in reply.content, closing
+    still_asked = user.respond("Anything else? Also, what is the new status you want?")  # asks a held fact
+    assert not still_asked.stop and '"processing"' in still_asked.content
+
+
 def test_never_leaks_unprompted_values_or_tool_names():
     probes = ["Hello!", "I will look it up.", "Done.", "Could you help me?", "What do you need?",
               "Which tool should I call: list_orders?", "Shall I proceed?", "Please tell me more."]

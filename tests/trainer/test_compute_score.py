@@ -79,6 +79,45 @@ def test_agent_loop_record_is_preferred(gust_gt):
     assert out["agent_turns"] == 3 and out["state_match"] == 1.0
 
 
+def test_hierr_scores_the_executed_calls_only(gust_gt):
+    """Calls the loop never ran (beyond max_parallel_calls, after a turn cap) earn nothing; parse errors still cost."""
+    text = rollout(GOLD_STAGES, FINAL)
+    executed = [[{"name": n, "arguments": a} for n, a in GOLD_STAGES[0]],
+                [{"name": n, "arguments": a} for n, a in GOLD_STAGES[1][:1]], []]  # cap 1: cancel_order never ran
+    out = compute_score("gust", text, gust_gt, {TURN_CALLS_KEY: json.dumps(executed)})
+    full = compute_score("gust", text, gust_gt, {TURN_CALLS_KEY: json.dumps(executed[:1] + [
+        [{"name": n, "arguments": a} for n, a in GOLD_STAGES[1]], []])})  # fmt: skip
+    assert full["r_tool"] == pytest.approx(1.0) and out["s_fmt"] == 1.0
+    assert out["s_name"] == pytest.approx(2 * 2 / (2 + 3)) and out["r_action"] == pytest.approx(2 / 3)
+    assert out["r_tool"] < full["r_tool"] and out["r_succ"] == 0.0
+    assert (out["pred_call_count"], out["text_call_count"]) == (2, 3)  # scored vs read in the text
+    broken = compute_score("gust", text + "<tool_call>{oops</tool_call>", gust_gt,
+                           {TURN_CALLS_KEY: json.dumps(executed[:1] + full_turns(GOLD_STAGES)[1:])})  # fmt: skip
+    assert broken["s_fmt"] == pytest.approx(3 / 4)
+
+
+def full_turns(stages):
+    return [[{"name": n, "arguments": a} for n, a in stage] for stage in stages] + [[]]
+
+
+def test_judge_sees_the_recorded_final_reply_not_the_users_words(gust_gt):
+    """The judge input is the agent's last SCORED reply (the loop's record) and the tool outputs, never the user."""
+    from trainer.rewards.score import FINAL_REPLY_KEY, Scorer
+
+    closing = FINAL + " Is there anything else I can help you with?"
+    chatty = rollout(GOLD_STAGES, "Which order did you mean?") + "\nuser\nThe order id is ORD-1001, thanks a lot." \
+        + "\nassistant\n" + closing  # fmt: skip
+    scorer = Scorer()
+    try:
+        seen = scorer._prepare(chatty, gust_gt, {}).judge_input  # text only: the user's words leak in
+        recorded = scorer._prepare(chatty, gust_gt, {FINAL_REPLY_KEY: closing}).judge_input
+    finally:
+        scorer.close()
+    assert "thanks a lot" in seen.final_response
+    assert recorded.final_response == closing and "thanks a lot" not in str(recorded)
+    assert len(recorded.tool_responses) == 3
+
+
 def test_rollout_hash_mode(gust_gt):
     info = {FINAL_HASH_KEY: gust_gt["expected_final_db_hash"]}
     out = compute_score("gust", "no calls at all in this long reply", gust_gt, info, state_mode="rollout")

@@ -119,4 +119,4 @@ def test_fuzz_random_text_and_recorded_calls(gust_gt: dict[str, Any], text: str,
     _assert_contract(out)
     assert out["error_type"] == "none"
     parsed = extract_tool_calls(strip_think(text), TOOLS)
-    assert out["pred_call_count"] == len(parsed.calls)
+    assert out["text_call_count"] == len(parsed.calls)  # pred_call_count: the executed (recorded) calls scored

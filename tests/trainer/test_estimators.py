@@ -337,3 +337,64 @@ class TestParams:
             read_params(OmegaConf.create({"gust": {"tara_gamma": 2.0}}))
         with pytest.raises(ValidationError):
             read_params(OmegaConf.create({"gust": {"lamda_tool": 1.0}}))
+
+
+class TestAgentTurns:
+    """Simulated-user mode: runs that talked to the user are not turns (`TurnRecord`, module doc of the estimators)."""
+
+    # four equally perfect rollouts: 3 tool turns + report; rows 1-3 ask the user 1, 2 and 1 questions first/between
+    MASKS = ["110110110110000000000000", "110110110110110000000000", "110110110110110110000000",
+             "110110110110110000000000"]  # fmt: skip
+    CONV = ((), (0,), (0, 2), (3,))
+
+    def _rewards(self, per_scored_run: list[float]) -> torch.Tensor:
+        """Turn rewards at the end of each SCORED run (test-side placement, independent of the layouts)."""
+        out = torch.zeros(len(self.MASKS), len(self.MASKS[0]))
+        for i, (row, conv) in enumerate(zip(self.MASKS, self.CONV, strict=True)):
+            scored = [r for j, r in enumerate(_runs(row)) if j not in conv]
+            for (_, end), value in zip(scored, per_scored_run, strict=True):
+                out[i, end - 1] = value
+        return out
+
+    @pytest.mark.parametrize("fn", [compute_tara_advantage, compute_slca_tara_advantage, compute_slca_advantage,
+                                    compute_toolpo_advantage])  # fmt: skip
+    def test_equally_good_rollouts_with_different_user_turns_get_equal_advantages(self, fn) -> None:
+        from trainer.estimators import TurnRecord, agent_turns
+
+        rewards = self._rewards([1.0, 1.0, 1.0, 0.75])
+        index = np.array(["g"] * 4, dtype=object)
+        with agent_turns(TurnRecord(conversational=self.CONV)):
+            adv, _ = fn(rewards, _mask(self.MASKS), index, _cfg())
+        assert torch.equal(adv, torch.zeros_like(adv))
+        without, _ = fn(rewards, _mask(self.MASKS), index, _cfg())  # the old behaviour: every generation a turn
+        if fn in (compute_tara_advantage, compute_slca_tara_advantage):
+            assert without.abs().max() > 0.5
+
+    def test_conversational_runs_get_exactly_zero_and_summary_is_last_scored_run(self) -> None:
+        from trainer.estimators import TurnRecord, agent_turns
+
+        masks = ["1100110011000", "1100110011000"]  # row 0: the LAST run talked to the user (cap after a reply)
+        rewards = torch.zeros(2, 13)
+        rewards[0, 1], rewards[0, 5] = 0.8, 0.5  # r_tool at run 0, r_sum at run 1 (the last scored run)
+        rewards[1, 5], rewards[1, 9] = 0.4, 0.25
+        with agent_turns(TurnRecord(conversational=((2,), ()))):
+            adv, _ = compute_slca_advantage(rewards, _mask(masks), np.array(["g", "g"], dtype=object), _cfg())
+        assert torch.all(adv[0, 8:10] == 0)  # the message to the user
+        s = 1 / math.sqrt(2) / (1 + EPS * math.sqrt(2))  # z of a two-member group: ±(1/√2)/(σ+ε), σ=|d|/√2
+        assert adv[0, 4].item() == pytest.approx(s, rel=1e-5) and adv[1, 8].item() == pytest.approx(-s, rel=1e-5)
+        assert adv[0, 0].item() == pytest.approx(s, rel=1e-5) and adv[1, 4].item() == pytest.approx(-s, rel=1e-5)
+
+    def test_misaligned_record_is_refused(self) -> None:
+        from gustforge.errors import InputError
+        from trainer.estimators import TurnRecord, agent_turns
+
+        with agent_turns(TurnRecord(conversational=((5,),))), pytest.raises(InputError):
+            compute_slca_advantage(torch.zeros(1, 4), _mask(["1101"]), np.array(["g"], dtype=object), _cfg())
+        with agent_turns(TurnRecord(conversational=((0,), ()))), pytest.raises(InputError):
+            compute_slca_advantage(torch.zeros(1, 4), _mask(["1101"]), np.array(["g"], dtype=object), _cfg())
+
+    def test_record_from_extra_fields(self) -> None:
+        from trainer.estimators import TurnRecord
+
+        record = TurnRecord.from_extra_fields([{"gust_user_turns": "[2, 0]"}, {}, None, {"gust_user_turns": [1]}])
+        assert record.conversational == ((0, 2), (), (), (1,))

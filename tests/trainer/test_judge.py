@@ -114,3 +114,37 @@ def test_llm_judge_async():
     with FakeOpenAIServer(lambda req: {"content": _reply("poor")}) as server:
         result = asyncio.run(_llm_judge(server).arate(INP))
     assert result.score == 0.25
+
+
+def test_llm_judge_concurrency_is_a_reward_option() -> None:
+    """judge_max_concurrency bounds the in-flight requests of one reward worker; timeout/retries reach the client."""
+    import asyncio as aio
+    from types import SimpleNamespace
+
+    from trainer.compute_score import config_from_kwargs
+    from trainer.launch import compose_config
+    from trainer.rewards.judge import JudgeInput, LLMJudge
+
+    class SlowClient:
+        def __init__(self) -> None:
+            self.inflight = self.peak = 0
+
+        async def achat(self, messages, **_):
+            self.inflight += 1
+            self.peak = max(self.peak, self.inflight)
+            await aio.sleep(0.01)
+            self.inflight -= 1
+            return SimpleNamespace(content="<response_quality><rating>good</rating></response_quality>")
+
+    client = SlowClient()
+    judge = LLMJudge(client, max_concurrency=2)
+    inp = JudgeInput("q", ("tool output",), "a final answer that is long enough")
+
+    async def many() -> list:
+        return await aio.gather(*(judge.arate(inp) for _ in range(7)))
+
+    results = aio.run(many())
+    assert client.peak == 2 and all(r.score == 0.75 for r in results)
+    kwargs = compose_config("slca").reward.custom_reward_function.reward_kwargs
+    options = config_from_kwargs(dict(kwargs) | {"judge": "llm"}).judge_options
+    assert (options["timeout_s"], options["max_retries"], options["max_concurrency"]) == (120, 3, 64)

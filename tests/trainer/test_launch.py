@@ -92,6 +92,17 @@ def test_slca_paper_settings() -> None:
     assert cfg.reward.custom_reward_function.reward_kwargs.no_call_penalty == -0.5
     assert cfg.actor_rollout_ref.model.external_lib == "trainer.plugin"
     assert Path(rollout.agent.agent_loop_config_path).is_file()
+    assert cfg.trainer.total_epochs == 1 and (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node) == (4, 8)  # Table 6
+    _long_context_defaults(cfg, 24576 + 8192)
+
+
+def _long_context_defaults(cfg, trajectory_tokens: int) -> None:
+    """Dynamic batch sizing with a per-GPU token budget that holds one full trajectory, for all three passes."""
+    actor, rollout, ref = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.ref
+    assert actor.use_dynamic_bsz and rollout.log_prob_use_dynamic_bsz and ref.log_prob_use_dynamic_bsz
+    for budget in (actor.ppo_max_token_len_per_gpu, rollout.log_prob_max_token_len_per_gpu,
+                   ref.log_prob_max_token_len_per_gpu):  # fmt: skip
+        assert trajectory_tokens <= budget <= 65536
 
 
 def test_tara_paper_settings() -> None:
@@ -105,12 +116,16 @@ def test_tara_paper_settings() -> None:
     )
     assert cfg.actor_rollout_ref.model.path == "/models/qwen3-8b"
     assert cfg.data.train_files == "/x/train.parquet"
+    _long_context_defaults(cfg, 8192 + 24000)
     assert "/x/train.parquet" in validate_training_config(cfg).missing_files
 
 
 def test_validation_uses_verl_checks() -> None:
-    with pytest.raises(ConfigError, match="divisible"):
-        validate_training_config(compose_config("slca", overrides=["data.train_batch_size=3"]))
+    with pytest.raises(ConfigError, match="divisible by minimal possible batch size"):  # verl's own check
+        validate_training_config(compose_config("slca", overrides=[
+            "data.train_batch_size=3", "actor_rollout_ref.actor.use_dynamic_bsz=false"]))  # fmt: skip
+    with pytest.raises(ConfigError, match="must be divisible by actor_rollout_ref.actor.ppo_mini_batch_size"):
+        validate_training_config(compose_config("slca", overrides=["data.train_batch_size=3"]))  # verl skips it
     with pytest.raises(ConfigError, match="tara_gamma"):
         validate_training_config(compose_config("tara", overrides=["algorithm.gust.tara_gamma=3.0"]))
     with pytest.raises(ConfigError, match="use_v1"):
@@ -146,3 +161,49 @@ def test_rows_longer_than_the_turn_caps_are_refused_with_the_override_to_use(tmp
     fits = [f"actor_rollout_ref.rollout.multi_turn.max_user_turns={longest}",
             f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={longest + 1}"]  # fmt: skip
     validate_training_config(compose_config("slca", overrides=fits, run_dir=tmp_path / "c"))
+
+
+def test_launch_refuses_data_smaller_than_a_batch_naming_the_fix(tmp_path: Path) -> None:
+    from trainer.convert import read_rows
+    from trainer.launch import check_batch
+
+    cfg = compose_config("slca", run_dir=tmp_path)
+    rows = len(read_rows(Path(cfg.data.train_files)))
+    assert rows < int(cfg.data.train_batch_size)
+    with pytest.raises(ConfigError, match=f"has {rows} rows but data.train_batch_size=") as refused:
+        launch(cfg, allow_heuristic_judge=True)  # before Ray starts
+    assert f"data.train_batch_size={rows} actor_rollout_ref.actor.ppo_mini_batch_size={rows}" in str(refused.value)
+    check_batch(compose_config("slca", run_dir=tmp_path / "fits", overrides=[
+        f"data.train_batch_size={rows}", f"actor_rollout_ref.actor.ppo_mini_batch_size={rows}"]))  # fmt: skip
+
+
+def test_user_sim_rows_with_more_facts_than_the_user_cap_are_refused(tmp_path: Path) -> None:
+    from trainer.user_agent_loop import user_sim_overrides
+
+    mode = user_sim_overrides("offline")
+    validate_training_config(compose_config("tara", overrides=mode, run_dir=tmp_path / "a"))
+    with pytest.raises(ConfigError, match=r"gust.max_user_messages=1: an agent asking one value") as refused:
+        validate_training_config(compose_config("tara", overrides=[*mode, "++gust.max_user_messages=1"],
+                                                run_dir=tmp_path / "b"))  # fmt: skip
+    assert "append ++gust.max_user_messages=" in str(refused.value)
+
+
+def test_data_paths_are_absolute_and_the_held_out_split_is_by_environment(tmp_path: Path, monkeypatch) -> None:
+    from tests.trainer.gust_task import TINY_ENV, make_task
+    from trainer.convert import env_key, gust_row, load_env_schemas, read_rows, split_train_val, write_rows
+
+    monkeypatch.chdir(tmp_path)
+    base = gust_row(make_task(), load_env_schemas(TINY_ENV), env_dir=str(TINY_ENV), index=0)
+    rows = []
+    for i in range(12):  # 4 environments x 3 tasks
+        gt = base.reward_model.ground_truth.model_copy(update={"env_id": f"env-{i % 4}"})
+        rm = base.reward_model.model_copy(update={"ground_truth": gt})
+        rows.append(base.model_copy(update={"reward_model": rm,
+                                            "extra_info": base.extra_info.model_copy(update={"task_id": f"t{i}"})}))
+    write_rows(tmp_path / "all.parquet", rows)
+    train, val, n_train, n_val = split_train_val(Path("all.parquet"), Path("split"), val_fraction=0.25, seed=1)
+    envs = lambda p: {env_key(r) for r in read_rows(p)}  # noqa: E731
+    assert envs(val) and envs(train) and envs(val).isdisjoint(envs(train)) and n_train + n_val == 12
+    cfg = compose_config("slca", data="all.parquet", run_dir="run")  # relative on the command line
+    assert Path(cfg.data.train_files).is_absolute() and Path(cfg.data.val_files).is_absolute()
+    assert Path(cfg.gust.env_root).is_absolute()

@@ -41,7 +41,10 @@ the same Python type per key, because verl builds one numpy column per key from 
   state_match         float  1.0 iff replaying the agent's calls on a fresh env gives the golden final DB hash;
                              0.0 otherwise (also when not checked: look at state_checked).
   gold_call_count     int    number of gold calls (all steps).
-  pred_call_count     int    number of valid predicted calls.
+  pred_call_count     int    number of calls HierR/ToolPO scored: the EXECUTED calls when the agent loop recorded
+                             them (`gust_turn_calls`), else the valid calls parsed from the text.
+  text_call_count     int    number of valid calls the reward's parser reads in the think-stripped text (the
+                             rehearsal compares it with what the rollout's parser executed).
   error_type          str    "none" | "invalid_ground_truth" | "missing_allowed_tools" | "state_replay_error" |
                              "internal_error" (a bug: logged with its traceback; all values 0).
 
@@ -100,6 +103,7 @@ COMPONENT_KEYS: tuple[str, ...] = (
     "state_match",
     "gold_call_count",
     "pred_call_count",
+    "text_call_count",
     "error_type",
 )
 

@@ -13,6 +13,7 @@ through `gustforge.llm.LLMClient`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import Callable
@@ -191,9 +192,19 @@ class LLMJudge:
 
     name = "llm"
 
-    def __init__(self, client: Any, *, max_tokens: int = 8192) -> None:
+    def __init__(self, client: Any, *, max_tokens: int = 8192, max_concurrency: int = 0) -> None:
         self.client = client
         self.max_tokens = max_tokens
+        self.max_concurrency = max_concurrency  # in-flight judge requests per event loop (0 = unbounded)
+        self._gates: dict[int, asyncio.Semaphore] = {}
+
+    def _gate(self) -> asyncio.Semaphore | None:
+        if self.max_concurrency <= 0:
+            return None
+        loop = id(asyncio.get_running_loop())  # a semaphore belongs to one event loop
+        if loop not in self._gates:
+            self._gates[loop] = asyncio.Semaphore(self.max_concurrency)
+        return self._gates[loop]
 
     def _messages(self, inp: JudgeInput) -> list[dict[str, str]]:
         return [{"role": "user", "content": render_judge_prompt(inp)}]
@@ -215,8 +226,13 @@ class LLMJudge:
         return self._result(reply.content)
 
     async def arate(self, inp: JudgeInput) -> JudgeResult:
+        gate = self._gate()
         try:
-            reply = await self.client.achat(self._messages(inp), temperature=0.0, max_tokens=self.max_tokens)
+            if gate is None:
+                reply = await self.client.achat(self._messages(inp), temperature=0.0, max_tokens=self.max_tokens)
+            else:
+                async with gate:
+                    reply = await self.client.achat(self._messages(inp), temperature=0.0, max_tokens=self.max_tokens)
         except LLMError as exc:
             logger.warning("judge call failed: %s", exc)
             return self._result(None)
@@ -235,7 +251,8 @@ def _make_llm_judge(options: dict[str, Any]) -> Judge:
         max_retries=int(options.get("max_retries", 3)),
         temperature=0.0,
     )
-    return LLMJudge(LLMClient(settings), max_tokens=int(options.get("max_tokens", 8192)))
+    return LLMJudge(LLMClient(settings), max_tokens=int(options.get("max_tokens", 8192)),
+                    max_concurrency=int(options.get("max_concurrency", 0)))
 
 
 JUDGES: Registry[Callable[[dict[str, Any]], Judge]] = Registry("judge")

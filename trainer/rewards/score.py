@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import threading
@@ -57,6 +58,7 @@ TURN_CALLS_KEY = "gust_turn_calls"
 FINAL_HASH_KEY = "gust_final_db_hash"
 PARSED_CALLS_KEY = "gust_parsed_calls"
 LOOP_CLASS_KEY = "gust_agent_loop_class"
+FINAL_REPLY_KEY = "gust_final_reply"  # the agent loop's record: text of the last SCORED generation (judge input)
 _STATE_MODES = ("replay", "rollout", "off")
 _PAR_UNITS = ("step", "block")
 
@@ -147,6 +149,14 @@ def _recorded_turns(recorded: Any) -> list[list[Call]] | None:
     return out
 
 
+def judged_reply(text: str, extra_info: Mapping[str, Any]) -> str:
+    """The reply the summary judge rates: the agent's last SCORED generation when the loop recorded it
+    (``gust_final_reply``; in simulated-user mode the decoded response also holds the user's messages, which the judge
+    must not see), else `final_response` of the whole think-stripped response (reference §6.8)."""
+    recorded = extra_info.get(FINAL_REPLY_KEY)
+    return final_response(strip_think(recorded)) if isinstance(recorded, str) else final_response(text)
+
+
 def agent_turn_calls(solution_str: str, extra_info: Mapping[str, Any] | None) -> list[list[Call]]:
     """The agent's calls per generation turn: the agent loop's record when present and readable, else parsed
     from the text. Recorded calls whose arguments are not an object (string, list, number) are dropped: the
@@ -213,6 +223,17 @@ class _Prep:
     turns: list[list[Call]]
     omission: bool
     judge_input: JudgeInput
+    executed: list[list[Call]] | None = None  # the loop's record of executed calls per turn (None: text only)
+
+    def scored(self) -> tuple[BlockParse, tuple[Call, ...]]:
+        """(block parse, first step) HierR and ToolPO score: the EXECUTED calls when the loop recorded them (calls
+        beyond ``max_parallel_calls`` or after a turn cap were never run and earn nothing), with the text's block
+        counts kept for S_fmt (parse errors still cost); else the text's parse."""
+        if self.executed is None:
+            return self.parsed, self.first_step
+        calls = tuple(c for turn in self.executed for c in turn)
+        first = next((tuple(turn) for turn in self.executed if turn), ())
+        return dataclasses.replace(self.parsed, calls=calls), first
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +399,8 @@ class Scorer:
             gold=gold,
             turns=turns,
             omission=bool(gold) and parsed.open_n == 0,
-            judge_input=make_judge_input(question, tool_responses(solution_str), final_response(text)),
+            executed=_recorded_turns(info.get(TURN_CALLS_KEY)) if info.get(TURN_CALLS_KEY) is not None else None,
+            judge_input=make_judge_input(question, tool_responses(solution_str), judged_reply(text, info)),
         )
 
     def _state(self, gt: Mapping[str, Any], extra_info: Mapping[str, Any], turns: list[list[Call]]) -> StateResult:
@@ -404,7 +426,8 @@ class Scorer:
             return StateResult(True, False, "", f"{type(exc).__name__}: {exc}")
 
     def _finish(self, prep: _Prep, judged: JudgeResult | None) -> dict[str, Any]:
-        gt, parsed, gold, turns = prep.gt, prep.parsed, prep.gold, prep.turns
+        gt, gold, turns = prep.gt, prep.gold, prep.turns
+        parsed, executed_first = prep.scored()
         cfg = self.config
         out = _empty("none")
         if prep.omission:
@@ -412,14 +435,14 @@ class Scorer:
             out.update(omission=1, score=cfg.no_call_penalty)
         else:
             assert judged is not None
-            first_step = prep.first_step if cfg.par_unit == "step" else None
+            first_step = executed_first if cfg.par_unit == "step" else None
             hier: HierRScores = hierr_score(parsed, gold, cfg.weights, first_step=first_step)
             r_tool, r_sum = hier.r_tool, judged.score
             out.update(s_fmt=hier.s_fmt, s_name=hier.s_name, s_key=hier.s_key, s_val=hier.s_val, s_par=hier.s_par)
             out.update(judge=judged.backend, judge_failed=int(judged.failed))
             out.update(judge_parse_failed=int(judged.parse_failed), no_tool_response=int(judged.no_tool_response))
             out["score"] = cfg.w_process * r_tool + cfg.w_summary * r_sum
-        r_succ, r_action = toolpo_rewards(parsed, gold, prep.first_step)
+        r_succ, r_action = toolpo_rewards(parsed, gold, executed_first)
         turn_rewards = tara_turn_rewards(gold, turns) if gt.get("turn_level") and gold else []
         state = self._state(gt, prep.extra_info, turns)
         out.update(
@@ -436,7 +459,8 @@ class Scorer:
             state_checked=int(state.checked),
             state_match=1.0 if state.match else 0.0,
             gold_call_count=sum(len(step) for step in gold),
-            pred_call_count=len(parsed.calls),
+            pred_call_count=len(parsed.calls),  # what HierR scored (executed when recorded)
+            text_call_count=len(prep.parsed.calls),  # what the reward's parser reads in the text
         )
         if state.error:
             out["error_type"] = "state_replay_error"
