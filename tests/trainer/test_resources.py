@@ -28,7 +28,8 @@ def test_launch_on_a_machine_without_the_gpus_is_refused_before_ray(tmp_path: Pa
     from trainer.launch import compose_config, launch
 
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    cfg = compose_config("slca", run_dir=tmp_path, overrides=["trainer.nnodes=1",
+    fits = ["data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2"]  # the bundled 2 rows
+    cfg = compose_config("slca", run_dir=tmp_path, overrides=["trainer.nnodes=1", *fits,
                                                                f"trainer.n_gpus_per_node={have + 1}"])  # fmt: skip
     with pytest.raises(ConfigError, match=rf"= {have + 1} GPU\(s\), but torch.cuda on this machine.* shows {have}"):
         launch(cfg, allow_heuristic_judge=True)
