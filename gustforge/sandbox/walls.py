@@ -321,4 +321,4 @@ def allocate_uid() -> int:
     across parents (the parent's host pid picks the block)."""
     with _uid_lock:
         slot = next(_uid_counter) % UIDS_PER_PARENT
-    return UID_BASE + (os.getpid() % 4_000_000) * UIDS_PER_PARENT + slot
+    return UID_BASE + (os.getpid() % 4_194_304) * UIDS_PER_PARENT + slot  # pid_max <= 2^22: below 2^32 - 2

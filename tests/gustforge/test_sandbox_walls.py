@@ -225,6 +225,20 @@ def test_parent_limits_hold_when_the_worker_lifts_its_own() -> None:
             worker.call("attack", {})
 
 
+def test_parent_limits_hold_in_a_pooled_worker() -> None:
+    """The same for a worker forked from a zygote (its host pid is found through the zygote's PID namespace)."""
+    layers = SandboxLayers(worker_seccomp=False, audit_hook=False)
+    generous_wall = SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=60)
+    zygote = Zygote(layers)
+    try:
+        with SandboxWorker(generous_wall, static_check=False, zygote=zygote) as worker:
+            worker.load(CPU_UNLIMITED, {})
+            with pytest.raises(SandboxTimeout, match="measured by the parent"):
+                worker.call("attack", {})
+    finally:
+        zygote.close()
+
+
 def test_parent_limits_removed_is_noticed() -> None:
     layers = SandboxLayers(worker_seccomp=False, audit_hook=False, parent_limits=False)
     short_wall = SandboxLimits(cpu_seconds=1, memory_mb=256, wall_seconds=4)
