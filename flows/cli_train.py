@@ -53,7 +53,8 @@ def train(
     user_simulator: Annotated[str, typer.Option(
         "--user-simulator", help="offline | llm (endpoint: user_llm in gust_user_agent_loops.yaml)")] = "offline",
     rehearse_rows: Annotated[int | None, typer.Option(
-        "--rehearse-rows", help="Rows of --data the rehearsal uses (default: all)")] = None,
+        "--rehearse-rows", help=f"Rows of --data the rehearsal uses (default: the first {DEFAULT_REHEARSE_ROWS}; "
+        "0 = all)")] = None,
     overrides: Annotated[list[str] | None, typer.Argument(help="Hydra overrides, e.g. trainer.nnodes=1")] = None,
 ) -> None:
     """Compose trainer/configs/<algo>.yaml on verl's ppo_trainer, validate it, then launch (or print / rehearse)."""
@@ -121,10 +122,28 @@ def _require_user_scenarios(cfg: object) -> None:
             typer.echo(f"simulated-user mode: {with_user}/{total} rows of {path} carry a user scenario", err=True)
 
 
+DEFAULT_REHEARSE_ROWS = 32  # a real build has hundreds of rows: all of them take tens of minutes on a CPU
+
+
+def rehearsal_rows(requested: int | None, available: int) -> tuple[int | None, str]:
+    """(rows the rehearsal takes, None = all) and the line that says so: a capped default, never a silent one."""
+    if requested == 0 or (requested is None and available <= DEFAULT_REHEARSE_ROWS):
+        return None, f"rehearsing all {available} rows"
+    rows = min(requested or DEFAULT_REHEARSE_ROWS, available)
+    more = "" if requested else " (the default cap; --rehearse-rows N to change, 0 for all)"
+    return rows, f"rehearsing the first {rows} of {available} rows{more}"
+
+
 def _rehearse(algo: str, data: Path | None, folder: Path, rows: int | None, overrides: list[str],
               user_sim: bool) -> None:  # fmt: skip
     from gustforge.errors import GustError
     from trainer.rehearse import format_report, rehearse
+
+    if data is not None and data.is_file():
+        import pyarrow.parquet as pq
+
+        rows, line = rehearsal_rows(rows, pq.ParquetFile(data).metadata.num_rows)
+        typer.echo(line, err=True)
 
     try:
         report = rehearse(algo, data=data, out_dir=folder / "rehearsal", max_rows=rows, overrides=overrides,

@@ -198,3 +198,13 @@ def test_the_printed_training_step_uses_tara_for_gust_rows(tmp_path: Path) -> No
     train = [line for line in _next_commands(tmp_path) if line.startswith("gust train")]
     # slca's paper caps (6 tool turns) refuse GUST rows with longer golds; tara's caps fit them
     assert len(train) == 1 and "--algo tara" in train[0] and "--dry-run" in train[0]
+
+
+def test_rehearsal_rows_are_capped_by_default_and_say_so() -> None:
+    from flows.cli_train import DEFAULT_REHEARSE_ROWS, rehearsal_rows
+
+    assert rehearsal_rows(None, 5) == (None, "rehearsing all 5 rows")
+    rows, line = rehearsal_rows(None, 758)
+    assert rows == DEFAULT_REHEARSE_ROWS and "758" in line and "--rehearse-rows" in line
+    assert rehearsal_rows(0, 758)[0] is None and rehearsal_rows(100, 758)[0] == 100
+    assert rehearsal_rows(100, 40)[0] == 40
