@@ -5,7 +5,7 @@
 set -uo pipefail
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
-ldconfig -p 2>/dev/null | grep -q 'libseccomp\.so\.2' || missing+=(libseccomp2)
+python3 -c 'import ctypes.util, sys; sys.exit(0 if ctypes.util.find_library("seccomp") else 1)' 2>/dev/null || missing+=(libseccomp2)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing the sandbox's walls: ${missing[*]}"
