@@ -48,7 +48,8 @@ class Trajectory:
     executed: list[list[dict[str, Any]]] = field(default_factory=list)
 
 
-def _runs(mask: Sequence[int]) -> list[tuple[int, int]]:
+def mask_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """[start, end) of every run of 1s in a response mask (one generation each)."""
     runs, start = [], None
     for i, m in enumerate([*mask, 0]):
         if m and start is None:
@@ -61,7 +62,7 @@ def _runs(mask: Sequence[int]) -> list[tuple[int, int]]:
 
 def scored_runs_of(mask: Sequence[int], conversational: Sequence[int]) -> list[tuple[int, int]]:
     """(start, end) of the runs of ones that are not conversational."""
-    return [r for j, r in enumerate(_runs(mask)) if j not in set(conversational)]
+    return [r for j, r in enumerate(mask_runs(mask)) if j not in set(conversational)]
 
 
 def _canon(value: Any) -> str:
@@ -77,6 +78,7 @@ def _subset(gold: Mapping[str, Any], pred: Mapping[str, Any]) -> bool:
 
 def _turn_ok(gold: Sequence[Mapping[str, Any]], pred: Sequence[Mapping[str, Any]]) -> bool:
     """Every gold call matched by a distinct executed call (exhaustive search: rehearsal turns are tiny)."""
+
     def place(i: int, used: frozenset[int]) -> bool:
         if i == len(gold):
             return True
@@ -139,7 +141,7 @@ def _z(values: dict[int, float], groups: Mapping[int, str], eps: float, *, popul
        members: Sequence[int] | None = None, lone_raw: bool = False) -> dict[int, float]:  # fmt: skip
     """z-score of ``values`` per group; statistics over ``members`` (default: the keys of ``values``, i.e. present)."""
     stats_of: dict[str, list[float]] = defaultdict(list)
-    for i in (values if members is None else members):
+    for i in values if members is None else members:
         stats_of[groups[i]].append(values.get(i, 0.0))
     out = {}
     for i, x in values.items():

@@ -34,13 +34,20 @@ from data.verl_rows import read_verl_rows
 from gusteval.replay import GoldReplayPolicy
 from gusteval.runner import tasks_from_verl_rows, verl_env_root
 from trainer.compute_score import compute_score
+from trainer.golden import mask_runs
 from trainer.reward_manager import run_ends
 from trainer.rewards import decode_turn_rewards
 from trainer.rewards.score import FINAL_HASH_KEY, LOOP_CLASS_KEY, TURN_CALLS_KEY
 from trainer.user_agent_loop import USER_LOOPS_FILE, USER_TURNS_KEY, agent_turn_mask
 
-__all__ = ["CHATML_TEMPLATE", "tiny_chatml_tokenizer", "ScriptedServerManager", "register_user_loops",
-           "rehearse_user_loop", "gold_replay_rates"]
+__all__ = [
+    "CHATML_TEMPLATE",
+    "tiny_chatml_tokenizer",
+    "ScriptedServerManager",
+    "register_user_loops",
+    "rehearse_user_loop",
+    "gold_replay_rates",
+]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 CHATML_TEMPLATE = (
@@ -52,7 +59,7 @@ CHATML_TEMPLATE = (
     "{%- elif m.role == 'assistant' %}"
     "{{ '<|im_start|>assistant\\n' + (m.content or '') }}"
     "{%- for tc in (m.tool_calls or []) %}"
-    "{{ '\\n<tool_call>\\n{\"name\": \"' + tc.function.name + '\", \"arguments\": '"
+    '{{ \'\\n<tool_call>\\n{"name": "\' + tc.function.name + \'", "arguments": \''
     " + (tc.function.arguments | tojson) + '}\\n</tool_call>' }}"
     "{%- endfor %}{{ '<|im_end|>\\n' }}"
     "{%- else %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endif %}"
@@ -101,17 +108,6 @@ def _config(adv_estimator: str) -> Any:
     })  # fmt: skip
 
 
-def _runs(mask: Sequence[int]) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for i, m in enumerate([*mask, 0]):
-        if m and start is None:
-            start = i
-        elif not m and start is not None:
-            runs.append((start, i))
-            start = None
-    return runs
-
-
 def _check_row(row: Mapping[str, Any], out: Any, tokenizer: PreTrainedTokenizerFast, target: str) -> dict[str, Any]:
     gt = row["reward_model"]["ground_truth"]
     extra = {**row["extra_info"], **out.extra_fields}
@@ -121,7 +117,7 @@ def _check_row(row: Mapping[str, Any], out: Any, tokenizer: PreTrainedTokenizerF
     out.extra_fields["reward_extra_info"] = score
     laid_out = out.as_dict()
     mask = list(out.response_mask)
-    runs = _runs(mask)
+    runs = mask_runs(mask)
     user_runs = json.loads(out.extra_fields[USER_TURNS_KEY])
     generated = tokenizer.decode([t for t, m in zip(out.response_ids, mask, strict=True) if m == 1])
     masked_text = tokenizer.decode([t for t, m in zip(out.response_ids, mask, strict=True) if m == 0])
@@ -187,8 +183,9 @@ def rehearse_user_loop(data: Path, *, limit: int = 2, adv_estimator: str = "tara
     if register:
         register_user_loops()
     tools = load_all_tools(tool_config_path=str(CONFIG_DIR / "tools.yaml"), function_tool_path=None)
-    config = _config(adv_estimator) if config is None else OmegaConf.create(OmegaConf.to_container(config,
-                                                                                                   resolve=True))
+    config = (
+        _config(adv_estimator) if config is None else OmegaConf.create(OmegaConf.to_container(config, resolve=True))
+    )
     with open_dict(config):
         config.gust = {**(config.get("gust") or {}), "env_root": str(env_root)}  # relative env dirs: recorded root
     manager = ScriptedServerManager(policy, tokenizer)
