@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPORA = (REPO_ROOT / ".." / "shared" / "corpora").resolve()
@@ -17,6 +19,12 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # SQLite cannot create missing parents
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Property tests: CI replays a fixed derivation of examples (a red CI names a bug every rerun reproduces);
+# `GUST_HYPOTHESIS=explore` draws fresh random examples, 20x as many, to hunt for new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("explore", max_examples=2000, print_blob=True)
+settings.load_profile(os.environ.get("GUST_HYPOTHESIS", "ci"))
 
 
 @pytest.fixture(scope="session")

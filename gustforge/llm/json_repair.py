@@ -7,6 +7,7 @@ Anything still invalid raises `LLMOutputError`; nothing is guessed beyond these 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from typing import Any
 
 from gustforge.errors import LLMOutputError
 
-__all__ = ["repair_json", "extract_json_candidates", "repair_text", "strip_reasoning"]
+__all__ = ["repair_json", "extract_json_candidates", "reasoning_spans", "repair_text", "strip_reasoning"]
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
@@ -61,31 +62,73 @@ def repair_json(text: str) -> dict[str, Any]:
         {'ok': True, 'items': [1, 2]}
     """
     last_error = "no balanced {...} object found"
-    text = strip_reasoning(text)
-    if text.startswith("{"):  # a clean reply, the common case: skip the character scan of the candidates
-        try:
-            value = json.loads(text, strict=False)
-        except json.JSONDecodeError:
-            value = None
-        if isinstance(value, dict):
+    answer = strip_reasoning(text)
+    for whole in (text.strip(), answer):  # one clean object, the common case: no character scan
+        clean = _parse_object(whole, strict=False) if whole.startswith("{") else None
+        if clean is not None:
+            return clean
+    # Objects of the raw text outside every reasoning span first: a reasoning tag inside a JSON string is data,
+    # and stripping it would cut the object. A draft object inside <think> is never taken as the answer.
+    spans = reasoning_spans(text)
+    raw = (c for start, c in _all_candidates(text) if not any(lo <= start and start + len(c) <= hi for lo, hi in spans))
+    # then the stripped answer's objects: reasoning prose (an apostrophe) can derail the raw scan
+    stripped = (c for _, c in _all_candidates(answer))
+    for candidate in itertools.chain(raw, stripped):
+        value, last_error = _parse_candidate(candidate, last_error)
+        if value is not None:
             return value
-    for candidate in _all_candidates(text):
-        for attempt, strict in ((candidate, True), (repair_text(candidate), False)):
-            try:  # strict=False admits raw newlines/tabs inside strings, a common model slip
-                value = json.loads(attempt, strict=strict)
-            except json.JSONDecodeError as exc:
-                last_error = f"{exc.msg} at char {exc.pos}"
-                continue
-            if isinstance(value, dict):
-                return value
-    raise LLMOutputError(f"model output is not a JSON object ({last_error}): {text[:200]!r}")
+    raise LLMOutputError(f"model output is not a JSON object ({last_error}): {answer[:200]!r}")
 
 
-def _all_candidates(text: str) -> Iterator[str]:
-    """Candidates in each ``` fence first, then in the whole text (a fence may sit inside a string)."""
-    for block in _FENCE.findall(text):
-        yield from extract_json_candidates(block)
-    yield from extract_json_candidates(text)
+def _parse_object(text: str, *, strict: bool) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text, strict=strict)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _parse_candidate(candidate: str, last_error: str) -> tuple[dict[str, Any] | None, str]:
+    """The candidate as parsed, else after one repair pass; the reason it failed otherwise."""
+    for attempt, strict in ((candidate, True), (repair_text(candidate), False)):
+        try:  # strict=False admits raw newlines/tabs inside strings, a common model slip
+            value = json.loads(attempt, strict=strict)
+        except json.JSONDecodeError as exc:
+            last_error = f"{exc.msg} at char {exc.pos}"
+            continue
+        if isinstance(value, dict):
+            return value, last_error
+    return None, last_error
+
+
+def reasoning_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each reasoning draft in `text`, by the same rules as `strip_reasoning`.
+
+    Example:
+        >>> reasoning_spans('<think>x</think>{"a": 1}')
+        [(0, 16)]
+    """
+    spans = [match.span() for match in _THINK.finditer(text)]
+
+    def outside(pos: int) -> bool:
+        return not any(lo <= pos < hi for lo, hi in spans)
+
+    closings = [m for m in _THINK_CLOSE.finditer(text) if outside(m.start())]
+    if closings:
+        spans.append((0, closings[-1].end()))
+    after = closings[-1].end() if closings else 0
+    openings = [m for m in _THINK_OPEN.finditer(text, after) if outside(m.start())]
+    if openings:
+        spans.append((openings[0].start(), len(text)))
+    return spans
+
+
+def _all_candidates(text: str) -> Iterator[tuple[int, str]]:
+    """(start, candidate) in each ``` fence first, then in the whole text (a fence may sit inside a string)."""
+    for block in _FENCE.finditer(text):
+        for start, candidate in _positioned_candidates(block.group(1)):
+            yield block.start(1) + start, candidate
+    yield from _positioned_candidates(text)
 
 
 def extract_json_candidates(text: str) -> Iterator[str]:
@@ -97,13 +140,18 @@ def extract_json_candidates(text: str) -> Iterator[str]:
         >>> list(extract_json_candidates('a {b} c {"d": "}"}'))
         ['{b}', '{"d": "}"}']
     """
+    for _, candidate in _positioned_candidates(text):
+        yield candidate
+
+
+def _positioned_candidates(text: str) -> Iterator[tuple[int, str]]:
     start = text.find("{")
     produced = 0
     while start != -1 and produced < _MAX_CANDIDATES:
         end = _balanced_end(text, start)
         if end is None:
             return
-        yield text[start : end + 1]
+        yield start, text[start : end + 1]
         produced += 1
         start = text.find("{", end + 1)
 

@@ -68,6 +68,25 @@ class TestRepairJson:
         with pytest.raises(LLMOutputError, match="not a JSON object"):
             repair_json(text)
 
+    @pytest.mark.parametrize(
+        "obj",
+        [{"</THINK>": {}}, {"<THINK>": None}, {"a": "x </think> y", "b": "<reasoning>"}],
+        ids=["closing-tag-key", "opening-tag-key", "tags-in-values"],
+    )
+    def test_reasoning_tags_inside_strings_are_data(self, obj: dict) -> None:
+        assert repair_json(json.dumps(obj)) == obj
+        assert repair_json(f"Answer:\n```json\n{json.dumps(obj, indent=2)}\n```\nthanks") == obj
+        assert repair_json(f'<think>draft {{"x": 1}}</think>\n{json.dumps(obj)}') == obj
+
+    @pytest.mark.parametrize(
+        "text",
+        ['<think>maybe {"edge": false}', 'maybe {"edge": false}</think>', '<think>{"edge": false}</think> no answer'],
+        ids=["cut-inside-reasoning", "template-opened-reasoning", "closed-draft-only"],
+    )
+    def test_draft_inside_reasoning_is_never_the_answer(self, text: str) -> None:
+        with pytest.raises(LLMOutputError, match="not a JSON object"):
+            repair_json(text)
+
     def test_fence_marker_inside_string(self) -> None:
         obj = {"code": "```py\nx = 1\n```"}
         assert repair_json(f"```json\n{json.dumps(obj)}\n```") == obj
