@@ -73,6 +73,7 @@ GUST_COLUMNS: tuple[tuple[str, Value | List, str], ...] = (
     ("user_query", Value("string"), "The user-facing task."),
     ("dialogue_history", Value("string"), "JSON list of `{role, content}` turns preceding the task."),
     ("reasoning_chain", List(Value("string")), "Step-by-step plan linking the calls (annotation, not shown)."),
+    ("expected_answer", List(Value("string")), "Facts (from the gold outputs) the agent's final reply must contain."),
     ("golden_trace", Value("string"), "JSON `GoldenTrace`: stages of calls with arguments, outputs, DB hashes."),
     ("edges_used", List(List(Value("string"))), "Tool dependency edges `[src, dst]` the trace exercises."),
     ("graph_complexity", Value("int64"), "Calls plus dependency edges of the trace subgraph."),
@@ -145,6 +146,7 @@ def record_to_row(record: TaskRecord, tool_schemas: Sequence[Mapping[str, Any]] 
         "user_query": record.text.user_query,
         "dialogue_history": canonical_json([dict(turn) for turn in record.text.dialogue_history]),
         "reasoning_chain": list(record.text.reasoning_chain),
+        "expected_answer": list(record.text.expected_answer),
         "golden_trace": canonical_json(trace.model_dump(mode="json")),
         "edges_used": [list(edge) for edge in trace.edges_used],
         "graph_complexity": record.graph_complexity,
@@ -170,6 +172,7 @@ def row_to_record(row: Mapping[str, Any]) -> TaskRecord:
         user_query=row["user_query"],
         dialogue_history=tuple(json.loads(row["dialogue_history"])),
         reasoning_chain=tuple(row["reasoning_chain"]),
+        expected_answer=tuple(row.get("expected_answer") or ()),
     )
     return TaskRecord(
         task_id=row["task_id"],

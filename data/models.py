@@ -236,6 +236,12 @@ class TraceCall(StrictModel):
         "task: 'field=<key>' (the element's unique value of <key>) or 'position=first|last'",
     )
     db_changed: bool | None = Field(default=None, description="Whether the call changed the DB (None: not recorded).")
+    purpose: str = Field(
+        default="",
+        description="Why the call is in the trace: 'requested' (the task asks for it in the user's words) or "
+        "'provides:<tool>.<arg>' (its output supplies an argument of a later call that the text does not state); "
+        "'' when not recorded (rows built before goal-first tasks).",
+    )
 
 
 class TraceStage(StrictModel):
@@ -268,6 +274,10 @@ class TaskText(StrictModel):
     user_query: str
     dialogue_history: tuple[dict[str, str], ...] = ()
     reasoning_chain: tuple[str, ...] = ()
+    expected_answer: tuple[str, ...] = Field(
+        default=(),
+        description="Facts the agent's final reply must contain (values read from the gold outputs, as strings).",
+    )
 
 
 class TaskRecord(StrictModel):

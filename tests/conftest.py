@@ -21,7 +21,7 @@ Path(os.environ["PREFECT_HOME"]).mkdir(parents=True, exist_ok=True)  # SQLite ca
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # Property tests: CI replays a fixed derivation of examples (a red CI names a bug every rerun reproduces);
-# `GUST_HYPOTHESIS=explore` draws fresh random examples, 20x as many, to hunt for new ones.
+# `GUST_HYPOTHESIS=explore` draws fresh random examples (2,000 where a test sets no count) to hunt for new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("explore", max_examples=2000, print_blob=True)
 settings.load_profile(os.environ.get("GUST_HYPOTHESIS", "ci"))
