@@ -46,6 +46,7 @@ VERL_SCHEMA = pa.schema(
                                 ("env_dir", pa.string()),
                                 ("expected_final_db_hash", pa.string()),
                                 ("initial_db_hash", pa.string()),
+                                ("expected_answer", pa.list_(pa.string())),
                             ]
                         ),
                     ),

@@ -15,6 +15,7 @@ from typing import Any
 
 from trainer.rewards.hierr import HierRWeights
 from trainer.rewards.score import RewardConfig, Scorer
+from trainer.rewards.tara import DEFAULT_TURN_RULE
 
 __all__ = ["compute_score", "compute_score_async", "config_from_kwargs", "scorer_for"]
 
@@ -27,7 +28,8 @@ def config_from_kwargs(kwargs: Mapping[str, Any]) -> RewardConfig:
 
     Recognised keys: judge, judge_<option> (base_url, model, api_key_env, timeout_s, max_retries, max_tokens,
     max_concurrency),
-    w_fmt/w_name/w_key/w_val/w_par, w_process, w_summary, no_call_penalty, state_mode, env_root, par_unit.
+    w_fmt/w_name/w_key/w_val/w_par, w_process, w_summary, w_goal, no_call_penalty, state_mode, env_root, par_unit,
+    turn_rule.
     Unknown keys (e.g. verl's reward_router_address) are ignored; ``None`` means "default".
 
     Args:
@@ -43,20 +45,22 @@ def config_from_kwargs(kwargs: Mapping[str, Any]) -> RewardConfig:
     }
     given = {key: value for key, value in kwargs.items() if value is not None}
     weights = HierRWeights(**{field: float(given[key]) for key, field in _WEIGHT_KEYS.items() if key in given})
-    simple = {k: given[k] for k in ("w_process", "w_summary", "no_call_penalty") if k in given}
+    simple = {k: given[k] for k in ("w_process", "w_summary", "w_goal", "no_call_penalty") if k in given}
     return RewardConfig(
         judge=str(given.get("judge", "heuristic")),
         judge_options=judge_options,
         weights=weights,
-        state_mode=str(given.get("state_mode", "off")),
+        state_mode=str(given.get("state_mode", "rollout")),
         env_root=str(given.get("env_root", ".")),
         par_unit=str(given.get("par_unit", "step")),
+        turn_rule=str(given.get("turn_rule", DEFAULT_TURN_RULE)),
         **{k: float(v) for k, v in simple.items()},
     )
 
 
 _OPTION_KEYS = frozenset(
-    {"judge", "state_mode", "env_root", "par_unit", "w_process", "w_summary", "no_call_penalty", *_WEIGHT_KEYS}
+    {"judge", "state_mode", "env_root", "par_unit", "turn_rule", "w_process", "w_summary", "w_goal", "no_call_penalty",
+     *_WEIGHT_KEYS}
 )
 
 

@@ -128,6 +128,7 @@ def gust_row(
         env_dir=env_dir,
         expected_final_db_hash=record.trace.final_db_hash,
         initial_db_hash=record.trace.initial_db_hash,
+        expected_answer=tuple(str(fact) for fact in record.text.expected_answer if str(fact).strip()),
     )
     prompt = [ChatMessage(role="system", content=hermes_system_prompt(tools)), *_history(record)]
     prompt.append(ChatMessage(role="user", content=record.text.user_query))

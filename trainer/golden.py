@@ -77,19 +77,21 @@ def _subset(gold: Mapping[str, Any], pred: Mapping[str, Any]) -> bool:
 
 
 def _turn_ok(gold: Sequence[Mapping[str, Any]], pred: Sequence[Mapping[str, Any]]) -> bool:
-    """Every gold call matched by a distinct executed call (exhaustive search: rehearsal turns are tiny)."""
+    """Every gold call matched by a distinct executed call and no executed call left over (GUST's default "exact"
+    turn rule; exhaustive search: rehearsal turns are tiny)."""
 
     def place(i: int, used: frozenset[int]) -> bool:
         if i == len(gold):
             return True
         return any(j not in used and _subset(gold[i], p) and place(i + 1, used | {j}) for j, p in enumerate(pred))
 
-    return len(pred) >= len(gold) and place(0, frozenset())
+    return len(pred) == len(gold) and place(0, frozenset())
 
 
 def expected_turn_rewards(gold_steps: Sequence[Sequence[Mapping[str, Any]]],
                           executed: Sequence[Sequence[Mapping[str, Any]]]) -> list[float]:  # fmt: skip
-    """TARA r_t = 1 iff gold step t ⊆ the calls EXECUTED in scored turn t (ToolVerse §3.3)."""
+    """TARA r_t = 1 iff the calls EXECUTED in scored turn t are exactly gold step t, one to one (ToolVerse §3.3 with
+    GUST's "exact" rule: the paper's subset rule let extra calls tie gold)."""
     return [1.0 if t < len(executed) and _turn_ok(g, executed[t]) else 0.0 for t, g in enumerate(gold_steps)]
 
 

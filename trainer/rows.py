@@ -69,6 +69,9 @@ class GroundTruth(StrictModel):
     env_dir: str = Field(default="", description="Env folder, absolute or relative to the tool's env_root.")
     expected_final_db_hash: str = Field(default="", description="GoldenTrace.final_db_hash (GUST rows).")
     initial_db_hash: str = ""
+    expected_answer: tuple[str, ...] = Field(
+        default=(), description="Facts the final reply must contain (TaskText.expected_answer; empty: no check)."
+    )
 
     @field_validator("gold_tool_calls")
     @classmethod

@@ -33,7 +33,7 @@ def previews(corpora_dir):
 
 def _check_contract(out):
     assert tuple(out) == COMPONENT_KEYS
-    assert out["score"] == pytest.approx(out["r_tool"] + out["r_sum"])
+    assert out["score"] == pytest.approx(out["r_tool"] + out["r_sum"] + out["r_goal"])
     json.dumps(out)  # JSON-able
 
 
@@ -124,7 +124,7 @@ def test_rollout_hash_mode(gust_gt):
     assert (out["state_checked"], out["state_match"]) == (1, 1.0)
     off = compute_score("gust", "no calls", gust_gt, info, state_mode="off")
     assert off["state_checked"] == 0
-    assert compute_score("gust", "no calls", gust_gt, info)["state_checked"] == 0  # off by default
+    assert compute_score("gust", "no calls", gust_gt, info)["state_checked"] == 1  # on ("rollout") by default
 
 
 def test_preview_rows(previews):
@@ -170,7 +170,8 @@ def test_llm_judge_through_kwargs(gust_gt):
         out = compute_score("gust", rollout(GOLD_STAGES, FINAL), gust_gt, {}, **kwargs)
         out_async = asyncio.run(compute_score_async("gust", rollout(GOLD_STAGES, FINAL), gust_gt, {}, **kwargs))
         prompt = server.requests[0]["messages"][0]["content"]
-    assert out["judge"] == "llm" and out["r_sum"] == 1.0 and out["score"] == pytest.approx(2.0)
+    assert out["judge"] == "llm" and out["r_sum"] == 1.0 and out["r_goal"] == 1.0
+    assert out["score"] == pytest.approx(3.0)  # R_tool 1 + R_sum 1 + R_goal 1 (exact turns; state off, no facts)
     assert out_async == out
     assert gust_gt["question_content"] in prompt and "<tool_call>" not in prompt.split("## User Question")[1]
 

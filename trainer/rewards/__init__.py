@@ -11,8 +11,8 @@ the same Python type per key, because verl builds one numpy column per key from 
 
   key                 type   meaning
   ------------------  -----  -------------------------------------------------------------------------------
-  score               float  R_tool + R_sum (weights w_process=w_summary=1 by default), the TRUE score of the
-                             trajectory for every algorithm. Omission guard: -0.5. (The agent loop lays the
+  score               float  R_tool + R_sum + R_goal (weights w_process=w_summary=w_goal=1 by default), the TRUE
+                             score of the trajectory for every algorithm. Omission guard: -0.5. (The agent loop lays the
                              components out on tokens per algorithm, so verl's critic/score — the sum of the
                              laid-out rewards — is not comparable across algorithms; log this key instead.)
   acc                 float  = score. verl's validation makes `acc` its core variable when present, so
@@ -21,6 +21,11 @@ the same Python type per key, because verl builds one numpy column per key from 
                              + .30 S_par. Omission guard: 0.0.
   r_sum               float  summary score in [0, 1] ((rating-1)/4 from the judge). Omission guard: -0.5
                              (an override, not a subtraction).
+  r_goal              float  GUST rows (turn_level) only, else 0.0: the mean of the goal checks that apply —
+                             turn_reward_mean (exact per-turn calls), state_match (when state_checked), answer_match
+                             (when answer_checked). Extra, repeated, missing or reordered calls cost here.
+  answer_checked      int    1 iff the row carries answer facts (`expected_answer`).
+  answer_match        float  share of the answer facts the agent's final reply states (0.0 when not checked).
   omission            int    1 iff gold calls exist but the (think-stripped) response has no `<tool_call>`.
   r_succ              float  ToolPO outcome R_succ ∈ {0,1} by the reference rule (SLCA-GRPO App. C.4, Eq. 28).
   r_action            float  ToolPO local reward R_action = Σ strict matches / |gold calls| (App. C.4).
@@ -31,7 +36,8 @@ the same Python type per key, because verl builds one numpy column per key from 
   judge_failed        int    1 if the LLM judge call failed (r_sum = 0.0).
   judge_parse_failed  int    1 if the judge reply had no parsable `<rating>` (r_sum = 0.0).
   no_tool_response    int    1 if the response holds no `<tool_response>` (r_sum = 0.0 by short-circuit).
-  turn_rewards        str    JSON list[float] of TARA binary per-turn rewards r_t, length T = number of gold
+  turn_rewards        str    JSON list[float] of TARA binary per-turn rewards r_t (rule `turn_rule`: "exact" by
+                             default — no extra or repeated call in the turn; "subset" = the paper's), length T = number of gold
                              turns (GoldenTrace stages). "[]" when the row has no turn-level gold (Toucan
                              rows: flat names only). Decode with `decode_turn_rewards`.
   turn_count          int    T (= len(decoded turn_rewards)).
@@ -60,13 +66,13 @@ TOKEN PLACEMENT (how the reward manager / estimator puts components on tokens)
   * omission == 1 -> the estimator zeroes the process scalar and uses score (-0.5) on the summary segment.
   * toolpo (paper rewards): r_succ on the summary segment, r_action on the tool segment (no omission override);
     toolpo_hierr (reference code): score on the summary segment, r_tool on the tool segment.
-  * state_match (when state_checked == 1) is a trajectory-level outcome reward (e.g. TARA's final turn /
-    a GRPO outcome term); it is NOT included in score.
+  * state_match (when state_checked == 1) and answer_match enter score through r_goal (GUST rows).
 
 GROUND-TRUTH SHAPE (written by `trainer.convert`, see `trainer.rows.GroundTruth`)
   allowed_tools: list[str]; gold_tool_calls: JSON str of list[list[{"name","arguments"}]] (steps);
   args_known: bool; turn_level: bool (steps are real agent turns: GUST); tool_schemas: JSON str of OpenAI tools;
-  question_content: str; subset_name: str; env_id: str (""), env_dir: str (""), expected_final_db_hash: str ("").
+  question_content: str; subset_name: str; env_id: str (""), env_dir: str (""), expected_final_db_hash: str (""),
+  expected_answer: list[str] ([]).
 """
 
 from __future__ import annotations
@@ -85,6 +91,9 @@ COMPONENT_KEYS: tuple[str, ...] = (
     "r_sum",
     "r_succ",
     "r_action",
+    "r_goal",
+    "answer_checked",
+    "answer_match",
     "omission",
     "s_fmt",
     "s_name",

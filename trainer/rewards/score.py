@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data.answers import answer_coverage, normalize_facts
 from gustforge.errors import GustError
 from trainer.rewards import COMPONENT_KEYS, NO_CALL_PENALTY
 from trainer.rewards.hierr import HierRScores, HierRWeights, hierr_score, loose_eq
@@ -37,7 +38,7 @@ from trainer.rewards.parse import (
     tool_responses,
 )
 from trainer.rewards.state import StateResult, load_environment, state_equivalence
-from trainer.rewards.tara import tara_turn_rewards
+from trainer.rewards.tara import DEFAULT_TURN_RULE, TURN_RULES, tara_turn_rewards
 
 __all__ = [
     "RewardConfig",
@@ -74,12 +75,14 @@ class RewardConfig:
         w_process: Weight of R_tool in `score`.
         w_summary: Weight of R_sum in `score`.
         no_call_penalty: R_sum override (and score) of the omission guard.
-        state_mode: "off" (default: `state_match` is a metric no estimator reads, and each check costs a sandbox
-            worker), "replay" (replay the parsed calls on pooled sandbox sessions of the environment, reset between
-            trajectories) or "rollout" (the final DB hash the agent loop reported from the trajectory's own env;
-            replay when absent).
+        state_mode: "rollout" (default: the final DB hash the agent loop reported from the trajectory's own env;
+            replay when absent), "replay" (replay the parsed calls on pooled sandbox sessions of the environment,
+            reset between trajectories) or "off" (no state check: the goal term has no state part).
         env_root: Base folder for relative `env_dir` values (the root `trainer.convert` records in the parquet).
         par_unit: S_par counts the first "step" (turn; the paper) or the first "block" (the reference code).
+        turn_rule: TARA's per-turn rule, a `TURN_RULES` name: "exact" (default; an extra or repeated call in the
+            turn costs the turn) or "subset" (the paper's: extra calls allowed).
+        w_goal: Weight of R_goal in `score` (turn-level GUST rows only; see `goal_reward`).
     """
 
     judge: str = "heuristic"
@@ -88,15 +91,31 @@ class RewardConfig:
     w_process: float = 1.0
     w_summary: float = 1.0
     no_call_penalty: float = NO_CALL_PENALTY
-    state_mode: str = "off"
+    state_mode: str = "rollout"
     env_root: str = "."
     par_unit: str = "step"
+    turn_rule: str = DEFAULT_TURN_RULE
+    w_goal: float = 1.0
 
     def __post_init__(self) -> None:
         if self.state_mode not in _STATE_MODES:
             raise ValueError(f"state_mode must be one of {_STATE_MODES}, got {self.state_mode!r}")
         if self.par_unit not in _PAR_UNITS:
             raise ValueError(f"par_unit must be one of {_PAR_UNITS}, got {self.par_unit!r}")
+        if self.turn_rule not in TURN_RULES:
+            raise ValueError(f"turn_rule must be one of {TURN_RULES.names()}, got {self.turn_rule!r}")
+
+
+def goal_reward(turn_rewards: Sequence[float], state: StateResult, facts: Sequence[str], reply: str) -> float:
+    """R_goal of a turn-level (GUST) row: the mean of the goal checks that apply — the exact per-turn calls (TARA's
+    turn-reward mean: an extra, repeated, missing or reordered call costs), the final state (when checked) and the
+    answer facts in the final reply (when the row has some). 0.0 when no check applies."""
+    parts = [sum(turn_rewards) / len(turn_rewards)] if turn_rewards else []
+    if state.checked:
+        parts.append(1.0 if state.match else 0.0)
+    if facts:
+        parts.append(answer_coverage(facts, reply))
+    return sum(parts) / len(parts) if parts else 0.0
 
 
 def _plain(value: Any) -> Any:
@@ -224,6 +243,7 @@ class _Prep:
     omission: bool
     judge_input: JudgeInput
     executed: list[list[Call]] | None = None  # the loop's record of executed calls per turn (None: text only)
+    reply: str = ""  # the agent's final reply (what the answer facts are checked in)
 
     def scored(self) -> tuple[BlockParse, tuple[Call, ...]]:
         """(block parse, first step) HierR and ToolPO score: the EXECUTED calls when the loop recorded them (calls
@@ -291,7 +311,8 @@ class SessionPool:
 
 def _empty(error_type: str) -> dict[str, Any]:
     out: dict[str, Any] = dict.fromkeys(COMPONENT_KEYS, 0)
-    floats = ("score", "acc", "r_tool", "r_sum", "r_succ", "r_action", "s_fmt", "s_name", "s_key", "s_val", "s_par")
+    floats = ("score", "acc", "r_tool", "r_sum", "r_succ", "r_action", "s_fmt", "s_name", "s_key", "s_val", "s_par",
+              "r_goal", "answer_match")
     out.update({key: 0.0 for key in floats})
     out.update(judge="none", turn_rewards="[]", turn_reward_mean=0.0, state_match=0.0, error_type=error_type)
     return out
@@ -401,6 +422,7 @@ class Scorer:
             omission=bool(gold) and parsed.open_n == 0,
             executed=_recorded_turns(info.get(TURN_CALLS_KEY)) if info.get(TURN_CALLS_KEY) is not None else None,
             judge_input=make_judge_input(question, tool_responses(solution_str), judged_reply(text, info)),
+            reply=judged_reply(text, info),
         )
 
     def _state(self, gt: Mapping[str, Any], extra_info: Mapping[str, Any], turns: list[list[Call]]) -> StateResult:
@@ -443,9 +465,17 @@ class Scorer:
             out.update(judge_parse_failed=int(judged.parse_failed), no_tool_response=int(judged.no_tool_response))
             out["score"] = cfg.w_process * r_tool + cfg.w_summary * r_sum
         r_succ, r_action = toolpo_rewards(parsed, gold, executed_first)
-        turn_rewards = tara_turn_rewards(gold, turns) if gt.get("turn_level") and gold else []
+        turn_level = bool(gt.get("turn_level"))
+        turn_rewards = tara_turn_rewards(gold, turns, cfg.turn_rule) if turn_level and gold else []
         state = self._state(gt, prep.extra_info, turns)
+        facts = normalize_facts(gt.get("expected_answer"))
+        r_goal = goal_reward(turn_rewards, state, facts, prep.reply) if turn_level else 0.0
+        if not prep.omission:
+            out["score"] = out["score"] + cfg.w_goal * r_goal
         out.update(
+            r_goal=float(r_goal),
+            answer_checked=int(bool(facts)),
+            answer_match=answer_coverage(facts, prep.reply) if facts else 0.0,
             r_tool=float(r_tool),
             r_sum=float(r_sum),
             score=float(out["score"]),
