@@ -42,6 +42,7 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from pydantic import Field
 
+from data.answers import answer_complete, normalize_facts
 from data.models import GoldenTrace, QuarantineRecord, StageReport, StrictModel, TaskRecord, TaskText, ToolCall
 from gustforge.errors import LLMError, SandboxError, ToolError
 from gustforge.hashing import canonical_json
@@ -91,11 +92,19 @@ class SolvabilityResult(StrictModel):
 class AttemptScore(StrictModel):
     """One teacher attempt scored against the golden trace."""
 
-    turn_rewards: tuple[float, ...] = Field(description="r_t = 1 when every golden call of stage t ⊆dict turn t.")
+    turn_rewards: tuple[float, ...] = Field(
+        description="r_t = 1 when turn t's calls are exactly golden stage t's, one to one (each golden call ⊆dict its "
+        "agent call; no extra or repeated call)."
+    )
     matched_calls: int
     total_calls: int
     db_match: bool = Field(description="Final DB hash equals the golden final hash.")
-    trace_score: float = Field(description="(matched_calls + db_match) / (total_calls + 1); 1 only when all hold.")
+    answer_match: bool = Field(default=True, description="The final reply states every expected answer fact.")
+    answer_checked: bool = Field(default=False, description="The task carries answer facts.")
+    trace_score: float = Field(
+        description="(matched_calls + db_match + answer_match [when checked]) / (total_calls + 1 + answer_checked); "
+        "1 only when all hold."
+    )
     error: str | None = Field(default=None, description="Environment fault that ended the attempt, if any.")
 
 
@@ -297,15 +306,24 @@ def _max_matching(golden: Sequence[ToolCall], agent: Sequence[ToolCall]) -> int:
 
 
 def score_attempt(
-    trace: GoldenTrace, agent_turns: Sequence[Sequence[ToolCall]], final_db_hash: str, *, error: str | None = None
+    trace: GoldenTrace,
+    agent_turns: Sequence[Sequence[ToolCall]],
+    final_db_hash: str,
+    *,
+    error: str | None = None,
+    final_reply: str = "",
+    expected_answer: Sequence[str] = (),
 ) -> AttemptScore:
-    """Score an attempt: turn t of the agent (its t-th tool-calling message) against golden stage t.
+    """Score an attempt: turn t of the agent (its t-th tool-calling message) against golden stage t, the final DB,
+    and the answer facts in the final reply.
 
     Args:
         trace: The golden trace.
         agent_turns: The agent's tool calls, one list per assistant message that called tools.
         final_db_hash: DB hash after the attempt.
         error: Environment fault that ended the attempt, if any.
+        final_reply: The agent's last message (what the answer facts are looked for in).
+        expected_answer: `TaskText.expected_answer` (empty: no answer check).
     """
     rewards: list[float] = []
     matched = total = 0
@@ -313,16 +331,20 @@ def score_attempt(
         golden = [ToolCall(name=c.name, arguments=c.arguments) for c in stage.calls]
         turn = agent_turns[index] if index < len(agent_turns) else []
         hits = _max_matching(golden, turn)
-        rewards.append(1.0 if hits == len(golden) else 0.0)
+        rewards.append(1.0 if hits == len(golden) == len(turn) else 0.0)
         matched += hits
         total += len(golden)
     db_match = error is None and final_db_hash == trace.final_db_hash
+    facts = normalize_facts(list(expected_answer))
+    answered = error is None and answer_complete(facts, final_reply)
     return AttemptScore(
         turn_rewards=tuple(rewards),
         matched_calls=matched,
         total_calls=total,
         db_match=db_match,
-        trace_score=(matched + int(db_match)) / (total + 1),
+        answer_match=answered,
+        answer_checked=bool(facts),
+        trace_score=(matched + int(db_match) + int(bool(facts) and answered)) / (total + 1 + int(bool(facts))),
         error=error,
     )
 
@@ -539,6 +561,12 @@ def _agent_turns(messages: Sequence[BaseMessage], skip: int) -> list[list[ToolCa
     ]
 
 
+def _final_reply(messages: Sequence[BaseMessage], skip: int) -> str:
+    """Text of the agent's last message (its answer to the user)."""
+    last = next((m for m in reversed(messages[skip:]) if isinstance(m, AIMessage)), None)
+    return "" if last is None or not isinstance(last.content, str) else last.content
+
+
 def _api_key(cfg: TeacherConfig) -> str:
     return os.environ.get(cfg.api_key_env) or "EMPTY"  # local servers need none; never logged
 
@@ -585,7 +613,13 @@ def _run_attempt(
     except SandboxError as exc:
         logger.info("teacher attempt %d on %s hit an env fault: %s", attempt, record.task_id, exc)
         return score_attempt(record.trace, [], "", error=f"{type(exc).__name__}: {exc}")
-    return score_attempt(record.trace, _agent_turns(state["messages"], len(messages)), final_hash)
+    return score_attempt(
+        record.trace,
+        _agent_turns(state["messages"], len(messages)),
+        final_hash,
+        final_reply=_final_reply(state["messages"], len(messages)),
+        expected_answer=record.text.expected_answer,
+    )
 
 
 def run_teacher(
