@@ -22,7 +22,8 @@ from toucan.metrics import MetricCI, bootstrap_ci
 __all__ = ["PROCESS_METRICS", "GustEvalSummary", "pass_hat_k", "task_pass_hat_k", "aggregate_trials"]
 
 PROCESS_METRICS: dict[str, str] = {
-    "success": "Trial success (final DB = gold)",
+    "success": "Trial success (final DB = gold, answer stated)",
+    "answer_match": "Answer facts stated",
     "name_f1": "Call F1 (names)",
     "arg_match": "Argument match",
     "generations": "Agent turns",

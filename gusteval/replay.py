@@ -108,7 +108,8 @@ class GoldReplayPolicy:
         stages = self.stages(task.task_id)
         step = turn - len(names)
         if step >= len(stages):
-            return "All done: I completed every step of your request."
+            found = f" What I found: {'; '.join(task.expected_answer)}." if task.expected_answer else ""
+            return "All done: I completed every step of your request." + found
         blocks = []
         for call in stages[step]:
             args = {k: (v if k not in call["stated"] or any(f.key == k and f.value == v for f in heard) else UNKNOWN)

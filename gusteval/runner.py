@@ -5,7 +5,9 @@ agent is parsed for Hermes `<tool_call>` blocks (calls the server parsed into `t
 blocks, as in the Toucan evaluator); calls run on the trial's own environment session (`envgen.runtime`, inside the
 sandbox) and come back as one `user` message of `<tool_response>` blocks; a generation without a call goes to the
 simulated user, whose reply is the next user turn; the trial ends when the user stops, or after `max_turns`
-generations. Success = the session's final DB hash equals the golden final DB hash (τ²-bench's final-state check).
+generations. Success = the session's final DB hash equals the golden final DB hash (τ²-bench's final-state check),
+the agent's replies to the user state every answer fact of the task (`expected_answer`), and the agent made a call
+when the gold makes some — an agent that does nothing fails every task (`trial_success`).
 
 Trials are appended to `trials.jsonl` as they finish, keyed by (task_id, trial); a rerun skips them (resumable), and
 the `LLMClient` caches answer repeated requests without HTTP. Trial t sends `seed=t` with every request, so the k
@@ -24,6 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
+from data.answers import answer_complete, normalize_facts
 from data.io import append_jsonl, read_jsonl, write_jsonl
 from data.models import StrictModel, TaskRecord
 from gusteval.scenario import UserScenario, build_scenario, scenario_from_kwargs
@@ -85,6 +88,7 @@ class EvalTask:
     expected_final_hash: str
     initial_hash: str = ""
     allowed_tools: tuple[str, ...] = field(default=())
+    expected_answer: tuple[str, ...] = field(default=())  # facts the agent's replies must state (empty: none)
 
     @property
     def state_changing(self) -> bool:
@@ -105,6 +109,7 @@ class TrialResult(StrictModel):
     state_changing: bool
     end_reason: str = Field(description="user_stop | max_turns | empty_reply")
     failure: str = Field(default="", description="Why an unsuccessful trial failed ('' on success).")
+    answer_match: bool = Field(default=True, description="The agent's replies state every expected answer fact.")
     name_f1: float
     arg_match: float
     generations: int
@@ -135,6 +140,7 @@ def _tasks_from_records(records: Sequence[TaskRecord], envs_dir: Path) -> list[E
             scenario=build_scenario(record, schemas[record.env_id]), gold=tuple(tuple(s) for s in gold if s),
             expected_final_hash=record.trace.final_db_hash, initial_hash=record.trace.initial_db_hash,
             allowed_tools=tuple(s.name for s in schemas[record.env_id]),
+            expected_answer=normalize_facts(list(record.text.expected_answer)),
         ))  # fmt: skip
     return tasks
 
@@ -155,6 +161,7 @@ def tasks_from_verl_rows(rows: Sequence[Mapping[str, Any]], env_root: Path) -> l
             gold=tuple(tuple(step) for step in normalize_gold(gt["gold_tool_calls"])),
             expected_final_hash=str(gt["expected_final_db_hash"]), initial_hash=str(gt.get("initial_db_hash") or ""),
             allowed_tools=tuple(gt.get("allowed_tools") or ()),
+            expected_answer=normalize_facts(gt.get("expected_answer")),
         ))  # fmt: skip
     return tasks
 
@@ -258,12 +265,21 @@ async def _execute(session: Any, call: Call) -> tuple[str, bool]:
     return json.dumps(output, ensure_ascii=False), is_error
 
 
-def _failure(task: EvalTask, success: bool, counters: _Counters, end_reason: str) -> str:
+def trial_success(task: EvalTask, final_hash: str, calls: Sequence[Call], replies: Sequence[str]) -> bool:
+    """A trial succeeds when the final DB equals the gold one, the agent's replies state every answer fact, and
+    (when the gold makes calls) the agent made some: an agent that does nothing fails every task."""
+    acted = bool(calls) or not any(task.gold)
+    return acted and final_hash == task.expected_final_hash and answer_complete(task.expected_answer, "\n".join(replies))
+
+
+def _failure(task: EvalTask, success: bool, counters: _Counters, end_reason: str, state_ok: bool = False) -> str:
     """Why an unsuccessful trial failed (first that applies)."""
     if success:
         return ""
     if not counters.calls:
         return "no_tool_call"
+    if state_ok:
+        return "missing_answer"
     gold = [c for step in task.gold for c in step]
     made = [c.name for c in counters.calls]
     if any(made.count(name) < [g.name for g in gold].count(name) for name in {g.name for g in gold}):
@@ -324,12 +340,15 @@ async def run_trial(task: EvalTask, trial: int, client: LLMClient, user: UserSim
         await asyncio.to_thread(session.close)
     gold = [c for step in task.gold for c in step]
     key, value = key_value_scores(counters.calls, gold) if gold else (1.0, 1.0)
-    success = final_hash == task.expected_final_hash
+    replies = [m["content"] for m in dialogue if m["role"] == "assistant"]
+    success = trial_success(task, final_hash, counters.calls, replies)
+    state_ok = final_hash == task.expected_final_hash
     return TrialResult(
         task_id=task.task_id, env_id=task.env_id, trial=trial, model=counters.model, success=success,
         final_db_hash=final_hash,
         expected_final_hash=task.expected_final_hash, state_changing=task.state_changing, end_reason=end_reason,
-        failure=_failure(task, success, counters, end_reason),
+        failure=_failure(task, success, counters, end_reason, state_ok),
+        answer_match=answer_complete(task.expected_answer, "\n".join(replies)),
         name_f1=name_f1([c.name for c in counters.calls], [c.name for c in gold]), arg_match=(key + value) / 2,
         generations=counters.generations, user_turns=counters.user_turns, tool_calls=len(counters.calls),
         tool_errors=counters.tool_errors, prompt_tokens=counters.prompt_tokens,

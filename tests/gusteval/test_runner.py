@@ -177,3 +177,36 @@ def test_an_exported_dataset_finds_its_own_environments(export, tmp_path):
     assert not (exported.parent / "envs").exists()  # nothing beside it to fall back on
     tasks = load_eval_tasks(exported)
     assert tasks and {Path(t.env_dir).parent for t in tasks} == {exported / "envs"}
+
+
+def _with_answer(record, facts):
+    return record.model_copy(update={"text": record.text.model_copy(update={"expected_answer": tuple(facts)})})
+
+
+def test_idle_agent_fails_every_task_and_answers_are_required(tmp_path):
+    """Read-only tasks keep the DB as it was: the final-state check alone let an idle agent pass them."""
+    from tests.trainer.gust_task import make_task
+
+    read_only = _with_answer(make_task([[("get_order", {"order_id": "ORD-1001"})]], task_id="task-read"),
+                             ["ORD-1001", "C-1"])  # fmt: skip
+    records = [_with_answer(r, ["ORD-1003"]) for r in tiny_records()] + [read_only]
+    gust_dir, verl_file = write_export(tmp_path / "export", records)
+    assert [t.expected_answer for t in load_eval_tasks(verl_file)] == [t.expected_answer for t in
+                                                                       load_eval_tasks(gust_dir)]  # fmt: skip
+    with _policy_server(lambda messages: "I have taken care of everything.") as server:
+        out = tmp_path / "idle"
+        idle = run_gust_eval(gust_dir, out, model=_settings(server.base_url, out), cfg=_cfg(trials=1))
+    assert idle.tasks == 3 and idle.pass_k[1].mean == 0.0 and idle.failures == {"no_tool_call": 3}
+    gold = load_policy(gust_dir)
+    with ReplayServer(gold) as server:
+        out = tmp_path / "gold"
+        summary = run_gust_eval(gust_dir, out, model=_settings(server.base_url, out), cfg=_cfg(trials=1))
+    assert summary.pass_k[1].mean == 1.0 and summary.metrics["answer_match"].mean == 1.0
+
+    def mute(messages):  # the gold calls, but the final reply does not say what it found
+        return gold.respond(messages).split(" What I found")[0]
+
+    with _policy_server(mute) as server:
+        out = tmp_path / "mute"
+        muted = run_gust_eval(gust_dir, out, model=_settings(server.base_url, out), cfg=_cfg(trials=1))
+    assert muted.pass_k[1].mean == 0.0 and muted.failures == {"missing_answer": 3}
