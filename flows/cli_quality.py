@@ -48,6 +48,11 @@ def quality(
             mutation[env_dir.name] = score
     outcome = assess(records, schemas, cfg, drop=False, mutation_scores=mutation)
     report = outcome.quality
+    if cfg.enabled and cfg.reward_probes:
+        from trainer.rewards.probes import margin_summary, probe_records
+
+        probed = probe_records(records, schemas, {env: envs_dir / env for env in schemas})
+        report = report.model_copy(update={"probes": margin_summary(probed)})
     previous = out / "reports" / "quality.json"
     if previous.is_file():  # keep what the build's quality stage measured before its drops
         earlier = json.loads(previous.read_text(encoding="utf-8"))
@@ -56,6 +61,7 @@ def quality(
     write_json(previous, report)
     update_quality(gust_dir, records, report.model_dump(mode="json"))
     _print(report.dataset, report.targets, report.embedder, previous)
+    _print_probes(report.probes)
     if strict and not all(row["met"] for row in report.targets):
         raise typer.Exit(1)
 
@@ -73,3 +79,19 @@ def _print(dataset: dict, targets: list[dict], embedder: str, path: Path) -> Non
     console.print(table)
     console.print(f"near-duplicates: {embedder}; stages per task: {dataset['stages_distribution']}; "
                   f"calls per task: {dataset['calls_distribution']}")  # fmt: skip
+
+
+def _print_probes(probes: dict) -> None:
+    """Gold minus probe per signal: min / mean margin and the share of tasks where gold is strictly above."""
+    if not probes:
+        return
+    signals = sorted({signal for margins in probes.values() for signal in margins})
+    table = Table(title="reward probes: gold − probe (min / mean, share of tasks gold is strictly above)")
+    table.add_column("probe")
+    for signal in signals:
+        table.add_column(signal)
+    for probe, margins in probes.items():
+        cells = [f"{m['min']:+.3f} / {m['mean']:+.3f}, {m['below']:.0%}" if (m := margins.get(sig)) else ""
+                 for sig in signals]  # fmt: skip
+        table.add_row(probe, *cells)
+    console.print(table)

@@ -208,6 +208,11 @@ class QualityConfig(StrictModel):
         default=FILLER_PATTERNS,
         description="Case-insensitive regexes of mock-DB boilerplate ('recently added', lorem ipsum, '<words> #3').",
     )
+    reward_probes: bool = Field(
+        default=True,
+        description="Run the reward-hacking probes (trainer.rewards.probes) and drop a task where one ties or beats "
+        "gold on score or TARA's per-turn reward (probe_ties_gold:<probe>).",
+    )
     targets: dict[str, str] = Field(
         default_factory=lambda: dict(_DEFAULT_TARGETS),
         description="Dataset metric -> '<=X' or '>=X' (printed by `gust quality`, recorded in quality.json).",
@@ -737,6 +742,9 @@ class QualityReport(StrictModel):
     dropped: dict[str, int] = Field(default_factory=dict)
     per_env: dict[str, dict[str, Any]]
     mutation_scores: dict[str, float] = Field(default_factory=dict, description="Env test mutation scores, if any.")
+    probes: dict[str, Any] = Field(
+        default_factory=dict, description="Reward-probe margins of the kept tasks: probe -> signal -> min/mean/below."
+    )
     config: dict[str, Any]
 
 
@@ -787,6 +795,7 @@ def assess(
     *,
     drop: bool = True,
     mutation_scores: Mapping[str, float] | None = None,
+    probe_failures: Mapping[str, tuple[str, str]] | None = None,
 ) -> QualityOutcome:
     """Check every task, drop the hard failures (when `drop`), and build the quality report.
 
@@ -796,6 +805,7 @@ def assess(
         cfg: Thresholds, drop reasons and targets.
         drop: False measures only (e.g. `gust quality` on an exported dataset).
         mutation_scores: env_id -> test mutation score, where environments record one.
+        probe_failures: task_id -> (drop reason, detail) from the reward-hacking probes (dropped when `drop`).
     """
     kept: list[TaskRecord] = []
     kept_findings: list[TaskFindings] = []
@@ -810,6 +820,10 @@ def assess(
         findings = analyze_task(record, env_schemas, cfg) if cfg.enabled else _blank(record)
         all_findings.append(findings)
         reasons = failure_reasons(findings, cfg) if cfg.enabled and drop else []
+        if not reasons and drop and record.task_id in (probe_failures or {}):
+            reason, detail = (probe_failures or {})[record.task_id]
+            quarantine.append(QuarantineRecord(item_id=record.task_id, stage=STAGE, reason=reason, detail=detail))
+            continue
         if reasons:
             detail = json.dumps(findings.model_dump(exclude={"task_id", "env_id", "tools_used"}, exclude_defaults=True),
                                 ensure_ascii=False)[:2000]  # fmt: skip
@@ -883,7 +897,19 @@ def quality_stage(
             if score is not None:
                 mutation[env_id] = score
     records = [TaskRecord.model_validate(r) for item in items for r in item["records"]]
-    outcome = assess(records, schemas, cfg, mutation_scores=mutation)
+    probed: dict[str, Any] = {}
+    if cfg.enabled and cfg.reward_probes:
+        from trainer.rewards.probes import probe_failures, probe_records
+
+        probed = probe_records(records, schemas, envs)
+    outcome = assess(records, schemas, cfg, mutation_scores=mutation,
+                     probe_failures=probe_failures(probed) if probed else None)  # fmt: skip
+    if probed:
+        from trainer.rewards.probes import margin_summary
+
+        kept_ids = {r.task_id for r in outcome.kept}
+        summary = margin_summary({t: r for t, r in probed.items() if t in kept_ids})
+        outcome = outcome.model_copy(update={"quality": outcome.quality.model_copy(update={"probes": summary})})
     write_json(Path(report_path), outcome.quality)
     by_env: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for record in outcome.kept:

@@ -46,6 +46,8 @@ __all__ = [
     "probe_tasks_from_records",
     "render_rollout",
     "margin_summary",
+    "probe_records",
+    "probe_failures",
 ]
 
 Turns = list[list[Call]]
@@ -290,3 +292,27 @@ def margin_summary(results: Mapping[str, ProbeResult]) -> dict[str, dict[str, di
         }
         for probe, signals in sorted(table.items())
     }  # fmt: skip
+
+
+def probe_records(records: Sequence[Any], schemas: Mapping[str, Mapping[str, Any]],
+                  env_dirs: Mapping[str, str | Path]) -> dict[str, ProbeResult]:  # fmt: skip
+    """Probe GUST records (the quality stage's entry point).
+
+    Args:
+        records: `TaskRecord`s.
+        schemas: env_id -> tool name -> `ToolSchema` (as `tdg.quality.load_env_schemas` reads them).
+        env_dirs: env_id -> environment folder.
+    """
+    catalogue = {env: list(tools.values()) for env, tools in schemas.items()}
+    return probe_tasks(probe_tasks_from_records(records, catalogue, env_dirs))
+
+
+def probe_failures(results: Mapping[str, ProbeResult]) -> dict[str, tuple[str, str]]:
+    """task_id -> (``probe_ties_gold:<probe>``, the margins as JSON) for every task where a probe ties gold."""
+    out = {}
+    for task_id, result in results.items():
+        ties = result.ties()
+        if ties:
+            detail = json.dumps({"gold": result.gold, "margins": result.margins()}, sort_keys=True)[:2000]
+            out[task_id] = (f"{DROP_PREFIX}:{ties[0]}", detail)
+    return out
