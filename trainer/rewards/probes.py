@@ -254,11 +254,16 @@ def probe_task(task: ProbeTask, session: Any, scorer: Scorer | None = None) -> P
     return result
 
 
-def probe_tasks(tasks: Sequence[ProbeTask]) -> dict[str, ProbeResult]:
-    """Probe every task, one live session per environment; a task whose environment cannot start is skipped."""
+def probe_tasks(tasks: Sequence[ProbeTask], config: RewardConfig | None = None) -> dict[str, ProbeResult]:
+    """Probe every task, one live session per environment; a task whose environment cannot start is skipped.
+
+    Args:
+        tasks: The tasks.
+        config: Reward options (default: the training defaults with the state check from the rollout).
+    """
     from gustforge.errors import GustError
 
-    scorer = Scorer(RewardConfig(state_mode="rollout"))
+    scorer = Scorer(config or RewardConfig(state_mode="rollout"))
     results: dict[str, ProbeResult] = {}
     by_env: dict[Path, list[ProbeTask]] = {}
     for task in tasks:

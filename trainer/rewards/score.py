@@ -75,9 +75,11 @@ class RewardConfig:
         w_process: Weight of R_tool in `score`.
         w_summary: Weight of R_sum in `score`.
         no_call_penalty: R_sum override (and score) of the omission guard.
-        state_mode: "rollout" (default: the final DB hash the agent loop reported from the trajectory's own env;
-            replay when absent), "replay" (replay the parsed calls on pooled sandbox sessions of the environment,
-            reset between trajectories) or "off" (no state check: the goal term has no state part).
+        state_mode: "rollout" (default: the final DB hash the agent loop reported from the trajectory's own env; a
+            hash that is absent or differs from gold's is re-checked by replay), "replay" (replay the parsed calls on
+            pooled sandbox sessions of the environment, reset between trajectories) or "off" (no state check: the
+            goal term has no state part). A replayed state that differs from gold's by hash is compared with the
+            replayed gold modulo creation order (`data.state_canon`).
         env_root: Base folder for relative `env_dir` values (the root `trainer.convert` records in the parquet).
         par_unit: S_par counts the first "step" (turn; the paper) or the first "block" (the reference code).
         turn_rule: TARA's per-turn rule, a `TURN_RULES` name: "exact" (default; an extra or repeated call in the
@@ -425,19 +427,22 @@ class Scorer:
             reply=judged_reply(text, info),
         )
 
-    def _state(self, gt: Mapping[str, Any], extra_info: Mapping[str, Any], turns: list[list[Call]]) -> StateResult:
+    def _state(
+        self, gt: Mapping[str, Any], extra_info: Mapping[str, Any], turns: list[list[Call]], gold: list[list[Call]]
+    ) -> StateResult:
         env_dir, expected = str(gt.get("env_dir") or ""), str(gt.get("expected_final_db_hash") or "")
         if self.config.state_mode == "off" or not env_dir or not expected:
             return StateResult(False, False)
         reported = extra_info.get(FINAL_HASH_KEY)
-        if self.config.state_mode == "rollout" and reported:
-            return StateResult(True, reported == expected, str(reported))
+        if self.config.state_mode == "rollout" and reported == expected:
+            return StateResult(True, True, str(reported))  # a differing hash is re-checked modulo creation order
         path = Path(env_dir)
         path = path if path.is_absolute() else Path(self.config.env_root) / path
         calls = [call for turn in turns for call in turn]
         try:
             with self.pool.lease(path) as live:
-                result = state_equivalence(_ResetSession(live), calls, expected)
+                gold_calls = [call for step in gold for call in step]
+                result = state_equivalence(_ResetSession(live), calls, expected, gold_calls=gold_calls)
                 if result.error:
                     raise _DiscardSession(result)  # a sandbox fault: do not hand this session out again
                 return result
@@ -467,7 +472,7 @@ class Scorer:
         r_succ, r_action = toolpo_rewards(parsed, gold, executed_first)
         turn_level = bool(gt.get("turn_level"))
         turn_rewards = tara_turn_rewards(gold, turns, cfg.turn_rule) if turn_level and gold else []
-        state = self._state(gt, prep.extra_info, turns)
+        state = self._state(gt, prep.extra_info, turns, gold)
         facts = normalize_facts(gt.get("expected_answer"))
         r_goal = goal_reward(turn_rewards, state, facts, prep.reply) if turn_level else 0.0
         if not prep.omission:
