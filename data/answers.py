@@ -2,7 +2,7 @@
 
 One matcher for every checker (the verl reward, `gust eval gust`, the teacher score in `tdg.verify`): a fact is
 found when its normalised text (case-folded, whitespace collapsed, surrounding quotes dropped) occurs in the
-normalised reply; a number also matches its integer / decimal spellings ("3" ~ "3.0"). An empty fact list means
+normalised reply; a number matches any number of the same value in the reply ("3" ~ "3.0", not "1234"). An empty fact list means
 "no answer check" (never a free pass: the callers decide what an unchecked answer is worth).
 """
 
@@ -36,28 +36,26 @@ def normalize_facts(value: Any) -> tuple[str, ...]:
     return tuple(f for f in facts if f)
 
 
-def _spellings(fact: str) -> tuple[str, ...]:
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\d])")
+
+
+def _as_number(text: str) -> float | None:
     try:
-        number = float(fact)
+        return float(text) if re.fullmatch(r"-?\d+(?:\.\d+)?", text) else None
     except ValueError:
-        return (fact,)
-    if number.is_integer():
-        return (fact, str(int(number)), f"{number:.1f}")
-    return (fact, repr(number))
+        return None
 
 
 def fact_found(fact: str, reply: str) -> bool:
-    """One normalised fact occurs in the reply (numbers: any plain spelling, not inside a longer number)."""
+    """One normalised fact occurs in the reply (a number: any number in the reply with the same value)."""
+    fact = normalize_text(fact).strip("\"'")
     text = normalize_text(reply)
-    for spelling in _spellings(normalize_text(fact).strip("\"'")):
-        if not spelling:
-            continue
-        if spelling.replace(".", "", 1).lstrip("-").isdigit():
-            if re.search(rf"(?<![\d.]){re.escape(spelling)}(?![\d]|\.\d)", text):
-                return True
-        elif spelling in text:
-            return True
-    return False
+    if not fact:
+        return True
+    number = _as_number(fact)
+    if number is None:
+        return fact in text
+    return any(abs(float(m.group()) - number) < 1e-9 for m in _NUMBER.finditer(text))
 
 
 def answer_coverage(facts: Sequence[str], reply: str) -> float:

@@ -1,9 +1,13 @@
-"""TARA per-turn binary reward: r_t = 1 iff the golden calls of turn t are a dict-subset of the agent's turn t."""
+"""TARA per-turn binary reward: r_t = 1 iff the agent's turn t matches the golden calls of turn t one to one ("exact",
+the default) or holds them as dict-subsets of distinct calls ("subset", the paper's rule)."""
 
 from __future__ import annotations
 
 from trainer.rewards.parse import Call
-from trainer.rewards.tara import call_subset, tara_turn_rewards, turn_matches, value_subset
+import pytest
+
+from gustforge.errors import RegistryError
+from trainer.rewards.tara import TURN_RULES, call_subset, tara_turn_rewards, turn_exact, turn_matches, value_subset
 
 GOLD = [
     [Call("get_order", {"order_id": "o1"})],
@@ -50,3 +54,31 @@ def test_parallel_turn_needs_distinct_agent_calls():
     # greedy would give the only a=1 call to the looser gold call; matching must find the assignment
     assert turn_matches([Call("f", {}), Call("f", {"a": 1})], [Call("f", {"a": 1}), Call("f", {"b": 2})])
     assert turn_matches(gold, [Call("f", {"b": 2}), Call("f", {"a": 1})])
+
+
+def _with_every_other_tool(turns):
+    return [[*turn, Call("list_orders", {}), Call("delete_everything", {})] for turn in turns]
+
+
+def test_extra_or_repeated_calls_cost_the_turn_by_default():
+    """The paper's subset rule let "gold + every other tool" and "every gold call twice" tie gold on every turn."""
+    spam = _with_every_other_tool(GOLD)
+    twice = [[c for c in turn for _ in (0, 1)] for turn in GOLD]
+    assert tara_turn_rewards(GOLD, GOLD) == [1.0, 1.0, 1.0]
+    assert tara_turn_rewards(GOLD, spam) == [0.0, 0.0, 0.0]
+    assert tara_turn_rewards(GOLD, twice) == [0.0, 0.0, 0.0]
+    assert tara_turn_rewards(GOLD, spam, "subset") == tara_turn_rewards(GOLD, twice, "subset") == [1.0, 1.0, 1.0]
+
+
+def test_exact_rule_still_allows_defaults_and_any_order():
+    pred = [Call("notify", {"user": {"id": 7, "name": "x"}}), Call("update_status", {"order_id": "o1",
+                                                                                    "status": "shipped"})]
+    assert turn_exact(GOLD[1], pred)
+    assert not turn_exact(GOLD[1], pred[:1])
+    assert not turn_exact(GOLD[1], [*pred, pred[0]])
+
+
+def test_turn_rules_registry():
+    assert TURN_RULES.names() == ["exact", "subset"]
+    with pytest.raises(RegistryError):
+        tara_turn_rewards(GOLD, GOLD, "loose")
