@@ -205,3 +205,36 @@ def test_rewards_and_conversion_import_without_torch_or_verl():
             "print(any(m.split('.')[0] in ('torch', 'verl') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _with_facts(gt, facts):
+    return {**gt, "expected_answer": list(facts)}
+
+
+def test_goal_term_pays_for_exact_turns_state_and_answer(gust_gt):
+    """score = R_tool + R_sum + R_goal; R_goal = mean(exact turns, state match, answer facts) on GUST rows."""
+    gt = _with_facts(gust_gt, ["ORD-1001", "processing"])
+    gold = compute_score("gust", rollout(GOLD_STAGES, FINAL), gt, {}, state_mode="replay")
+    assert (gold["answer_checked"], gold["answer_match"], gold["r_goal"]) == (1, 1.0, 1.0)
+    mute = compute_score("gust", rollout(GOLD_STAGES, "All done."), gt, {}, state_mode="replay")
+    assert mute["answer_match"] == 0.0 and mute["r_goal"] == pytest.approx(2 / 3) and mute["score"] < gold["score"]
+    spam = [list(s) + [("list_orders", {})] for s in GOLD_STAGES]
+    extra = compute_score("gust", rollout(spam, FINAL), gt, {}, state_mode="replay")
+    assert decode_turn_rewards(extra["turn_rewards"]) == [0.0] * len(GOLD_STAGES) and extra["state_match"] == 1.0
+    assert extra["score"] < gold["score"]
+    paper = compute_score("gust", rollout(spam, FINAL), gt, {}, state_mode="replay", turn_rule="subset")
+    assert decode_turn_rewards(paper["turn_rewards"]) == [1.0] * len(GOLD_STAGES)
+
+
+def test_idle_agent_scores_below_gold_on_every_signal(gust_gt):
+    gt = _with_facts(gust_gt, ["ORD-1001"])
+    idle = compute_score("gust", "I have done everything: ORD-1001 is processing.", gt, {})
+    gold = compute_score("gust", rollout(GOLD_STAGES, FINAL), gt, {})
+    assert idle["omission"] == 1 and idle["score"] == -0.5 < gold["score"]
+    assert decode_turn_rewards(idle["turn_rewards"]) == [0.0] * len(GOLD_STAGES)
+
+
+def test_toucan_rows_have_no_goal_term(previews):
+    row = next(r for r in previews if r["reward_model"]["ground_truth"]["gold_tool_calls"])
+    out = compute_score(row["data_source"], "text", row["reward_model"]["ground_truth"], row["extra_info"])
+    assert out["r_goal"] == 0.0 and out["answer_checked"] == 0
