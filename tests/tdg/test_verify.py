@@ -150,6 +150,24 @@ class TestScoring:
         wrong_db = score_attempt(trace, [reads, credit], "f" * 64)
         assert wrong_db.trace_score == 3 / 4 and not wrong_db.db_match
 
+    def test_extra_calls_cost_the_turn_and_answers_are_required(self, records):
+        trace = records[1].trace
+        reads = [
+            ToolCall(name="get_balance", arguments={"account_id": "acc-9"}),
+            ToolCall(name="get_user", arguments={"user_id": "u2"}),
+        ]
+        credit = [ToolCall(name="add_balance", arguments={"account_id": "acc-9", "amount": 2})]
+        spam = score_attempt(trace, [[*reads, reads[0]], credit], trace.final_db_hash)
+        assert spam.turn_rewards == (0.0, 1.0)  # the paper's subset rule gave this turn 1.0
+        facts = ("acc-9", "2")
+        told = score_attempt(trace, [reads, credit], trace.final_db_hash, final_reply="Added 2 to ACC-9.",
+                             expected_answer=facts)  # fmt: skip
+        assert told.answer_checked and told.answer_match and told.trace_score == 1.0
+        mute = score_attempt(trace, [reads, credit], trace.final_db_hash, final_reply="Done.", expected_answer=facts)
+        assert not mute.answer_match and mute.trace_score == 4 / 5
+        idle = score_attempt(trace, [], trace.initial_db_hash, final_reply="Done.", expected_answer=facts)
+        assert idle.trace_score == 0.0
+
 
 class TestTeacher:
     def test_one_task_passes_one_fails(self, env, records):
