@@ -242,6 +242,16 @@ class TestDataset:
         measured = assess([good, bad], {"shop": SCHEMAS}, CFG, drop=False)
         assert len(measured.kept) == 2 and measured.dropped == ()
 
+    def test_a_task_where_a_reward_probe_ties_gold_is_dropped_with_the_probe(self):
+        good = _pick('Order the "Rake".', {"product_id": "field=name"})
+        other = good.model_copy(update={"task_id": "gamed"})
+        failures = {"gamed": ("probe_ties_gold:call_everything", '{"margins": {}}')}
+        outcome = assess([good, other], {"shop": SCHEMAS}, CFG, probe_failures=failures)
+        assert [r.task_id for r in outcome.kept] == [good.task_id]
+        assert [(q.item_id, q.reason) for q in outcome.dropped] == [("gamed", "probe_ties_gold:call_everything")]
+        assert outcome.report.balanced and outcome.quality.dropped == {"probe_ties_gold:call_everything": 1}
+        assert len(assess([good, other], {"shop": SCHEMAS}, CFG, drop=False, probe_failures=failures).kept) == 2
+
     def test_drop_list_is_configurable(self):
         bad = _pick("Anything.")
         keep_all = QualityConfig(embedder="tfidf", drop=())
