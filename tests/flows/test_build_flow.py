@@ -209,3 +209,72 @@ def test_envgen_stage_alone_accounts_for_every_raw_record(prefect_server: None, 
     quarantine = (cfg.out / "quarantine.jsonl").read_text().splitlines()
     assert ingest["inputs"] == 18 and ingest["produced"] == result.inputs
     assert len(quarantine) == sum(ingest["dropped"].values()) + sum(result.dropped.values()) > 0
+
+
+def _id_map(gold: Any, got: Any, generated: set[str], mapping: dict[Any, Any]) -> None:
+    """Record gold-run generated id -> this run's id by walking a call's gold output beside its new output."""
+    if isinstance(gold, dict) and isinstance(got, dict):
+        for key in gold.keys() & got.keys():
+            _id_map(gold[key], got[key], generated, mapping)
+    elif isinstance(gold, list) and isinstance(got, list) and len(gold) == len(got):
+        for a, b in zip(gold, got, strict=True):
+            _id_map(a, b, generated, mapping)
+    elif gold != got and isinstance(gold, str | int) and str(gold) in generated:
+        mapping[gold] = got
+
+
+def _remap(value: Any, mapping: dict[Any, Any]) -> Any:
+    if isinstance(value, dict):
+        return {k: _remap(v, mapping) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_remap(v, mapping) for v in value]
+    return mapping.get(value, value) if isinstance(value, str | int) and not isinstance(value, bool) else value
+
+
+def test_permuting_calls_within_a_stage_flips_no_verdict(first_build: Built) -> None:
+    """A correct agent may issue one turn's calls in any order (reading generated ids from the outputs, as an agent
+    must): the final-state verdict (`data.state_canon.same_final_state`) is the same for every order."""
+    import itertools
+
+    from data.gust import read_gust
+    from data.state_canon import generated_ids, same_final_state
+    from envgen.runtime import Environment
+
+    out = first_build[0].out
+    permutations = flips = 0
+    for record in read_gust(out / "gust"):
+        stages = [list(s.calls) for s in record.trace.stages]
+        if not any(len(s) > 1 for s in stages):
+            continue
+        with Environment.load(out / "envs" / record.env_id).session() as session:
+            initial = session.db()
+            for call in (c for s in stages for c in s):
+                session.call(call.name, dict(call.arguments))
+            gold_db = session.db()
+            generated = generated_ids(gold_db, initial)
+            for index, stage in enumerate(stages):
+                for order in itertools.islice(itertools.permutations(range(len(stage))), 1, 7):
+                    session.reset()
+                    mapping: dict[Any, Any] = {}
+                    for j, calls in enumerate(stages):
+                        for k in order if j == index else range(len(calls)):
+                            got = session.call(calls[k].name, _remap(dict(calls[k].arguments), mapping))
+                            _id_map(calls[k].output, got, generated, mapping)
+                    permutations += 1
+                    flips += not same_final_state(session.db(), gold_db, initial)
+    assert permutations > 20 and flips == 0
+
+
+def test_reward_probes_score_below_gold_on_the_sample_build(first_build: Built) -> None:
+    from data.gust import read_gust
+    from tdg.quality import load_env_schemas
+    from trainer.rewards.probes import ENFORCED_SIGNALS, probe_failures, probe_records
+
+    out = first_build[0].out
+    records = read_gust(out / "gust")
+    envs = {p.name: p for p in (out / "envs").iterdir() if (p / "schemas.json").is_file()}
+    results = probe_records(records, {env: load_env_schemas(path)[0] for env, path in envs.items()}, envs)
+    assert len(results) == len(records) and probe_failures(results) == {}
+    assert all(m[s] > 0 for r in results.values() for m in r.margins().values() for s in ENFORCED_SIGNALS)
+    quality = json.loads((out / "reports" / "quality.json").read_text())
+    assert set(quality["probes"]) == {"idle", "call_everything", "repeated", "wrong_argument", "reordered"}
