@@ -5,7 +5,8 @@ agent is parsed for Hermes `<tool_call>` blocks (calls the server parsed into `t
 blocks, as in the Toucan evaluator); calls run on the trial's own environment session (`envgen.runtime`, inside the
 sandbox) and come back as one `user` message of `<tool_response>` blocks; a generation without a call goes to the
 simulated user, whose reply is the next user turn; the trial ends when the user stops, or after `max_turns`
-generations. Success = the session's final DB hash equals the golden final DB hash (τ²-bench's final-state check),
+generations. Success = the session's final DB equals the golden final DB (τ²-bench's final-state check; a differing
+hash is re-checked against a gold replay modulo creation order, `data.state_canon`),
 the agent's replies to the user state every answer fact of the task (`expected_answer`), and the agent made a call
 when the gold makes some — an agent that does nothing fails every task (`trial_success`).
 
@@ -29,6 +30,7 @@ from pydantic import Field
 from data.answers import answer_complete, normalize_facts
 from data.io import append_jsonl, read_jsonl, write_jsonl
 from data.models import StrictModel, TaskRecord
+from data.state_canon import same_final_state
 from gusteval.scenario import UserScenario, build_scenario, scenario_from_kwargs
 from gusteval.user_sim import UserReply, UserSimulator, make_user_simulator, visible_text
 from gustforge.errors import GustError, InputError, LLMError, SandboxError
@@ -265,11 +267,22 @@ async def _execute(session: Any, call: Call) -> tuple[str, bool]:
     return json.dumps(output, ensure_ascii=False), is_error
 
 
-def trial_success(task: EvalTask, final_hash: str, calls: Sequence[Call], replies: Sequence[str]) -> bool:
-    """A trial succeeds when the final DB equals the gold one, the agent's replies state every answer fact, and
-    (when the gold makes calls) the agent made some: an agent that does nothing fails every task."""
+def trial_success(task: EvalTask, state_ok: bool, calls: Sequence[Call], replies: Sequence[str]) -> bool:
+    """A trial succeeds when the final DB equals the gold one (`state_ok`), the agent's replies state every answer
+    fact, and (when the gold makes calls) the agent made some: an agent that does nothing fails every task."""
     acted = bool(calls) or not any(task.gold)
-    return acted and final_hash == task.expected_final_hash and answer_complete(task.expected_answer, "\n".join(replies))
+    return acted and state_ok and answer_complete(task.expected_answer, "\n".join(replies))
+
+
+def same_state_as_gold(task: EvalTask, agent_db: Mapping[str, Any], limits: Any = None) -> bool:
+    """Replay the gold on a fresh session and compare final DBs modulo creation order (`data.state_canon`)."""
+    from envgen.runtime import Environment
+
+    with Environment.load(task.env_dir).session(limits) as session:
+        initial = session.db()
+        for call in (c for step in task.gold for c in step):
+            session.call(call.name, dict(call.arguments))
+        return same_final_state(agent_db, session.db(), initial)
 
 
 def _failure(task: EvalTask, success: bool, counters: _Counters, end_reason: str, state_ok: bool = False) -> str:
@@ -336,13 +349,14 @@ async def run_trial(task: EvalTask, trial: int, client: LLMClient, user: UserSim
             dialogue.append({"role": "user", "content": reply.content})
             messages.append({"role": "user", "content": reply.content})
         final_hash = await asyncio.to_thread(session.db_hash)
+        agent_db = await asyncio.to_thread(session.db) if final_hash != task.expected_final_hash else None
     finally:
         await asyncio.to_thread(session.close)
     gold = [c for step in task.gold for c in step]
     key, value = key_value_scores(counters.calls, gold) if gold else (1.0, 1.0)
     replies = [m["content"] for m in dialogue if m["role"] == "assistant"]
-    success = trial_success(task, final_hash, counters.calls, replies)
-    state_ok = final_hash == task.expected_final_hash
+    state_ok = agent_db is None or await asyncio.to_thread(same_state_as_gold, task, agent_db, limits)
+    success = trial_success(task, state_ok, counters.calls, replies)
     return TrialResult(
         task_id=task.task_id, env_id=task.env_id, trial=trial, model=counters.model, success=success,
         final_db_hash=final_hash,
