@@ -1,6 +1,6 @@
 """Reward-hacking probes over a build's rows: per probe and per algorithm signal, gold minus probe.
 
-For every GUST task of a build (its `verl/train.parquet` when present, else its `gust/` records and `envs/`), gold and
+For every GUST task of a build (its `gust/` records and `envs/`, or the rows of a verl parquet passed instead), gold and
 five hacking policies — idle, call_everything (gold + one call of every other allowed tool), repeated (every gold
 call twice), wrong_argument (one value changed), reordered (stages reversed) — are executed on the task's
 environment and scored by the training reward (`trainer.rewards.probes`). Signals: score (= grpo's outcome), tara
@@ -36,13 +36,13 @@ from trainer.rewards.score import RewardConfig  # noqa: E402
 
 
 def load_tasks(out: Path) -> list[ProbeTask]:
-    """The build's GUST tasks: verl rows when the build exported them, else the records and their envs."""
-    verl = out / "verl" / "train.parquet"
-    if verl.is_file():
+    """The build's GUST tasks: its records and envs, or the rows of a verl parquet (`out` a `.parquet` file)."""
+    if out.suffix == ".parquet":
+        verl = out
         from data.verl_rows import read_verl_rows
         from gusteval.runner import verl_env_root
 
-        root = verl_env_root(verl, out)
+        root = verl_env_root(verl, verl.parent)
         return [probe_task_from_row(row, root) for row in read_verl_rows(verl) if row["data_source"] == "gust"]
     from data.gust import read_gust
     from tdg.quality import load_env_schemas
@@ -54,7 +54,7 @@ def load_tasks(out: Path) -> list[ProbeTask]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path, help="a `gust build` run folder")
+    parser.add_argument("out", type=Path, help="a `gust build` run folder, or a verl parquet of GUST rows")
     parser.add_argument("--limit", type=int, default=0, help="first N tasks (0: all)")
     parser.add_argument("--turn-rule", default="exact", help="TARA turn rule: exact (default) | subset (paper)")
     parser.add_argument("--json", type=Path, default=None, help="also write the summary here")
