@@ -225,7 +225,8 @@ def test_reward_sees_the_loop_record_and_the_gold_state(slca_batch: Any) -> None
     assert decode_turn_rewards(out.non_tensor_batch["turn_rewards"][g]) == [1.0, 1.0]
     assert out.non_tensor_batch["r_tool"][g] == pytest.approx(1.0)
     assert out.non_tensor_batch[FINAL_HASH_KEY][g] == rows[g]["reward_model"]["ground_truth"]["expected_final_db_hash"]
-    assert out.non_tensor_batch["state_checked"][g] == 0  # state replay is off in training unless asked
+    # the state check is on in training ("rollout": the loop's reported hash, no replay when it equals gold's)
+    assert out.non_tensor_batch["state_checked"][g] == 1 and out.non_tensor_batch["state_match"][g] == 1.0
 
 
 def test_tara_config_executes_multi_call_turns(model_dir: Path, tmp_path: Path) -> None:
