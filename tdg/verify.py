@@ -44,6 +44,7 @@ from pydantic import Field
 
 from data.answers import answer_complete, normalize_facts
 from data.models import GoldenTrace, QuarantineRecord, StageReport, StrictModel, TaskRecord, TaskText, ToolCall
+from data.state_canon import same_final_state
 from gustforge.errors import LLMError, SandboxError, ToolError
 from gustforge.hashing import canonical_json
 from gustforge.llm import is_transient
@@ -313,6 +314,7 @@ def score_attempt(
     error: str | None = None,
     final_reply: str = "",
     expected_answer: Sequence[str] = (),
+    same_state: bool | None = None,
 ) -> AttemptScore:
     """Score an attempt: turn t of the agent (its t-th tool-calling message) against golden stage t, the final DB,
     and the answer facts in the final reply.
@@ -324,6 +326,8 @@ def score_attempt(
         error: Environment fault that ended the attempt, if any.
         final_reply: The agent's last message (what the answer facts are looked for in).
         expected_answer: `TaskText.expected_answer` (empty: no answer check).
+        same_state: The caller's verdict on the final DB modulo creation order (`data.state_canon`); None: the
+            plain hash comparison.
     """
     rewards: list[float] = []
     matched = total = 0
@@ -334,7 +338,7 @@ def score_attempt(
         rewards.append(1.0 if hits == len(golden) == len(turn) else 0.0)
         matched += hits
         total += len(golden)
-    db_match = error is None and final_db_hash == trace.final_db_hash
+    db_match = error is None and (final_db_hash == trace.final_db_hash if same_state is None else same_state)
     facts = normalize_facts(list(expected_answer))
     answered = error is None and answer_complete(facts, final_reply)
     return AttemptScore(
@@ -561,6 +565,19 @@ def _agent_turns(messages: Sequence[BaseMessage], skip: int) -> list[list[ToolCa
     ]
 
 
+def _same_state(env: Environment, sessions: _SessionCache, attempt: _AttemptEnv, trace: GoldenTrace) -> bool:
+    """The attempt's final DB equals the gold one modulo creation order (replays both; only asked on a hash miss)."""
+    with sessions.lease(env) as session:
+        initial = session.db()
+        for name, args, _ in attempt._log:
+            session.call(name, args)
+        agent_db = session.db()
+    with sessions.lease(env) as session:
+        for call in (c for stage in trace.stages for c in stage.calls):
+            session.call(call.name, dict(call.arguments))
+        return same_final_state(agent_db, session.db(), initial)
+
+
 def _final_reply(messages: Sequence[BaseMessage], skip: int) -> str:
     """Text of the agent's last message (its answer to the user)."""
     last = next((m for m in reversed(messages[skip:]) if isinstance(m, AIMessage)), None)
@@ -610,6 +627,8 @@ def _run_attempt(
             {"recursion_limit": 2 * cfg.max_turns + 4, "max_concurrency": 1},
         )
         final_hash = attempt_env.db_hash()
+        same = None if final_hash == record.trace.final_db_hash else _same_state(env, opts.sessions, attempt_env,
+                                                                                  record.trace)  # fmt: skip
     except SandboxError as exc:
         logger.info("teacher attempt %d on %s hit an env fault: %s", attempt, record.task_id, exc)
         return score_attempt(record.trace, [], "", error=f"{type(exc).__name__}: {exc}")
@@ -619,6 +638,7 @@ def _run_attempt(
         final_hash,
         final_reply=_final_reply(state["messages"], len(messages)),
         expected_answer=record.text.expected_answer,
+        same_state=same,
     )
 
 

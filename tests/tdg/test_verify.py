@@ -167,6 +167,9 @@ class TestScoring:
         assert not mute.answer_match and mute.trace_score == 4 / 5
         idle = score_attempt(trace, [], trace.initial_db_hash, final_reply="Done.", expected_answer=facts)
         assert idle.trace_score == 0.0
+        # a differing hash judged the same state modulo creation order (the teacher replays both on a miss)
+        reordered = score_attempt(trace, [reads, credit], "f" * 64, same_state=True)
+        assert reordered.db_match and reordered.trace_score == 1.0
 
 
 class TestTeacher:
