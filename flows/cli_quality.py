@@ -82,16 +82,17 @@ def _print(dataset: dict, targets: list[dict], embedder: str, path: Path) -> Non
 
 
 def _print_probes(probes: dict) -> None:
-    """Gold minus probe per signal: min / mean margin and the share of tasks where gold is strictly above."""
+    """Gold minus probe per signal: the smallest margin and the share of tasks where gold is strictly above (the
+    mean is in quality.json)."""
     if not probes:
         return
     signals = sorted({signal for margins in probes.values() for signal in margins})
-    table = Table(title="reward probes: gold − probe (min / mean, share of tasks gold is strictly above)")
+    table = Table(title="reward probes: min(gold − probe), share of tasks where gold is strictly above")
     table.add_column("probe")
     for signal in signals:
         table.add_column(signal)
     for probe, margins in probes.items():
-        cells = [f"{m['min']:+.3f} / {m['mean']:+.3f}, {m['below']:.0%}" if (m := margins.get(sig)) else ""
+        cells = [f"{m['min']:+.2f} {m['below']:.0%}" if (m := margins.get(sig)) else ""
                  for sig in signals]  # fmt: skip
         table.add_row(probe, *cells)
     console.print(table)
