@@ -66,8 +66,10 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     summary = margin_summary(results)
     signals = sorted({s for margins in summary.values() for s in margins})
-    print(f"{len(results)} tasks probed in {elapsed:.1f}s (turn rule {args.turn_rule}); cell = min / mean margin, "
-          "share of tasks where gold is strictly above")
+    print(
+        f"{len(results)} tasks probed in {elapsed:.1f}s (turn rule {args.turn_rule}); cell = min / mean margin, "
+        "share of tasks where gold is strictly above"
+    )
     print("probe".ljust(16) + "".join(s.rjust(26) for s in signals))
     for probe, margins in summary.items():
         cells = [f"{margins[s]['min']:+.3f} / {margins[s]['mean']:+.3f} {margins[s]['below']:5.0%}" for s in signals]

@@ -2,8 +2,8 @@
 
 One matcher for every checker (the verl reward, `gust eval gust`, the teacher score in `tdg.verify`): a fact is
 found when its normalised text (case-folded, whitespace collapsed, surrounding quotes dropped) occurs in the
-normalised reply; a number matches any number of the same value in the reply ("3" ~ "3.0", not "1234"). An empty fact list means
-"no answer check" (never a free pass: the callers decide what an unchecked answer is worth).
+normalised reply; a number matches any number of the same value in the reply ("3" ~ "3.0", not "1234"). An empty
+fact list means "no answer check" (never a free pass: the callers decide what an unchecked answer is worth).
 """
 
 from __future__ import annotations

@@ -59,8 +59,18 @@ def config_from_kwargs(kwargs: Mapping[str, Any]) -> RewardConfig:
 
 
 _OPTION_KEYS = frozenset(
-    {"judge", "state_mode", "env_root", "par_unit", "turn_rule", "w_process", "w_summary", "w_goal", "no_call_penalty",
-     *_WEIGHT_KEYS}
+    {
+        "judge",
+        "state_mode",
+        "env_root",
+        "par_unit",
+        "turn_rule",
+        "w_process",
+        "w_summary",
+        "w_goal",
+        "no_call_penalty",
+        *_WEIGHT_KEYS,
+    }
 )
 
 

@@ -783,7 +783,8 @@ def _golden_checks(checks: list[dict[str, Any]], cfg: DictConfig, layout: str, t
         if set(got) - set(want) or any(abs(row[k] - v) > 1e-6 for k, v in want.items()):
             place_bad.append((t["variant"], got, want))
     _check(checks, "golden_turn_rewards", not turn_bad, f"{len(trajs) - len(turn_bad)}/{len(trajs)} trajectories' "
-           "turn rewards = gold step matched one to one by the executed calls of scored turn t" + (f"; differ: {turn_bad[:3]}" if turn_bad
+           "turn rewards = gold step matched one to one by the executed calls of scored turn t"
+           + (f"; differ: {turn_bad[:3]}" if turn_bad
                                                                            else ""))  # fmt: skip
     _check(checks, "golden_s_par", not par_bad, ("S_par = [first executed step has as many calls as the first gold "
            "step]" if step_unit else "not run: par_unit=block (the reference code's rule) has no golden value")

@@ -38,8 +38,13 @@ def test_probe_policies():
 def tiny_tasks():
     records = [
         make_task(task_id="t-gold"),
-        make_task([[("list_orders", {"customer_id": "C-1"})], [("update_order_status",
-                   {"order_id": "ORD-1002", "new_status": "delivered"})]], task_id="t-two"),  # fmt: skip
+        make_task(
+            [
+                [("list_orders", {"customer_id": "C-1"})],
+                [("update_order_status", {"order_id": "ORD-1002", "new_status": "delivered"})],
+            ],
+            task_id="t-two",
+        ),  # fmt: skip
     ]
     records[1] = records[1].model_copy(update={"text": records[1].text.model_copy(
         update={"expected_answer": ("ORD-1002", "delivered")})})  # fmt: skip

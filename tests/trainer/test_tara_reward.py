@@ -3,10 +3,10 @@ the default) or holds them as dict-subsets of distinct calls ("subset", the pape
 
 from __future__ import annotations
 
-from trainer.rewards.parse import Call
 import pytest
 
 from gustforge.errors import RegistryError
+from trainer.rewards.parse import Call
 from trainer.rewards.tara import TURN_RULES, call_subset, tara_turn_rewards, turn_exact, turn_matches, value_subset
 
 GOLD = [
@@ -71,8 +71,10 @@ def test_extra_or_repeated_calls_cost_the_turn_by_default():
 
 
 def test_exact_rule_still_allows_defaults_and_any_order():
-    pred = [Call("notify", {"user": {"id": 7, "name": "x"}}), Call("update_status", {"order_id": "o1",
-                                                                                    "status": "shipped"})]
+    pred = [
+        Call("notify", {"user": {"id": 7, "name": "x"}}),
+        Call("update_status", {"order_id": "o1", "status": "shipped"}),
+    ]
     assert turn_exact(GOLD[1], pred)
     assert not turn_exact(GOLD[1], pred[:1])
     assert not turn_exact(GOLD[1], [*pred, pred[0]])

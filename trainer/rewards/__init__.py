@@ -37,9 +37,9 @@ the same Python type per key, because verl builds one numpy column per key from 
   judge_parse_failed  int    1 if the judge reply had no parsable `<rating>` (r_sum = 0.0).
   no_tool_response    int    1 if the response holds no `<tool_response>` (r_sum = 0.0 by short-circuit).
   turn_rewards        str    JSON list[float] of TARA binary per-turn rewards r_t (rule `turn_rule`: "exact" by
-                             default — no extra or repeated call in the turn; "subset" = the paper's), length T = number of gold
-                             turns (GoldenTrace stages). "[]" when the row has no turn-level gold (Toucan
-                             rows: flat names only). Decode with `decode_turn_rewards`.
+                             default — no extra or repeated call in the turn; "subset" = the paper's), length
+                             T = number of gold turns (GoldenTrace stages). "[]" when the row has no turn-level
+                             gold (Toucan rows: flat names only). Decode with `decode_turn_rewards`.
   turn_count          int    T (= len(decoded turn_rewards)).
   turn_reward_mean    float  mean of turn_rewards (0.0 when T == 0).
   agent_turns         int    number of agent generation turns found in the response.

@@ -313,8 +313,21 @@ class SessionPool:
 
 def _empty(error_type: str) -> dict[str, Any]:
     out: dict[str, Any] = dict.fromkeys(COMPONENT_KEYS, 0)
-    floats = ("score", "acc", "r_tool", "r_sum", "r_succ", "r_action", "s_fmt", "s_name", "s_key", "s_val", "s_par",
-              "r_goal", "answer_match")
+    floats = (
+        "score",
+        "acc",
+        "r_tool",
+        "r_sum",
+        "r_succ",
+        "r_action",
+        "s_fmt",
+        "s_name",
+        "s_key",
+        "s_val",
+        "s_par",
+        "r_goal",
+        "answer_match",
+    )
     out.update({key: 0.0 for key in floats})
     out.update(judge="none", turn_rewards="[]", turn_reward_mean=0.0, state_match=0.0, error_type=error_type)
     return out
