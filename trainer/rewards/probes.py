@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from data.state_canon import same_final_state
 from gustforge.registry import Registry
 from trainer.rewards import decode_turn_rewards
 from trainer.rewards.parse import Call, normalize_gold
 from trainer.rewards.score import FINAL_HASH_KEY, FINAL_REPLY_KEY, TURN_CALLS_KEY, RewardConfig, Scorer
-from trainer.rewards.state import load_environment
+from trainer.rewards.state import StateResult, load_environment
 
 __all__ = [
     "PROBES",
@@ -211,18 +212,45 @@ def render_rollout(turns: Turns, outputs: Sequence[Sequence[Any]], reply: str) -
     return text + reply
 
 
+_VERDICT_KEY = "gust_probe_state_match"  # the probe's own final-state verdict (it executed the calls itself)
+
+
+class _ProbeScorer(Scorer):
+    """The training scorer, but the final-state verdict comes from the probe run: it executed the very calls the
+    reward would replay, on the same environment, so replaying them again would only cost time."""
+
+    def _state(self, gt: Any, extra_info: Any, turns: Any, gold: Any) -> StateResult:
+        verdict = extra_info.get(_VERDICT_KEY)
+        if verdict is None or self.config.state_mode == "off" or not gt.get("expected_final_db_hash"):
+            return super()._state(gt, extra_info, turns, gold)
+        return StateResult(True, bool(verdict), str(extra_info.get(FINAL_HASH_KEY) or ""))
+
+
+@dataclass
+class _Run:
+    """The live session of a task's environment with the initial and gold final DBs (for the state verdict)."""
+
+    session: Any
+    initial: dict[str, Any] = field(default_factory=dict)
+    gold_db: dict[str, Any] = field(default_factory=dict)
+
+
 def _execute(session: Any, turns: Turns) -> tuple[list[list[Any]], str]:
     session.reset()
     outputs = [[session.call(c.name, dict(c.arguments)) for c in turn] for turn in turns]
     return outputs, session.db_hash()
 
 
-def _signals(scorer: Scorer, task: ProbeTask, session: Any, turns: Turns, reply: str) -> dict[str, float]:
-    outputs, final_hash = _execute(session, turns)
+def _signals(scorer: Scorer, task: ProbeTask, run: _Run, turns: Turns, reply: str) -> dict[str, float]:
+    outputs, final_hash = _execute(run.session, turns)
+    expected = str(task.ground_truth.get("expected_final_db_hash") or "")
+    same = final_hash == expected or (bool(run.gold_db) and same_final_state(run.session.db(), run.gold_db,
+                                                                              run.initial))  # fmt: skip
     info = {
         TURN_CALLS_KEY: json.dumps([[{"name": c.name, "arguments": c.arguments} for c in t] for t in turns]),
         FINAL_HASH_KEY: final_hash,
         FINAL_REPLY_KEY: reply,
+        _VERDICT_KEY: same,
     }
     out = scorer.score(render_rollout(turns, outputs, reply), task.ground_truth, info)
     return {name: SIGNALS.get(name)(out) for name in SIGNALS}
@@ -242,15 +270,18 @@ def probe_task(task: ProbeTask, session: Any, scorer: Scorer | None = None) -> P
         session: An `envgen.runtime` session of the task's environment (reset before each trajectory).
         scorer: The scorer (default: the training defaults — heuristic judge, state check from the rollout).
     """
-    scorer = scorer or Scorer(RewardConfig(state_mode="rollout"))
+    scorer = scorer or _ProbeScorer(RewardConfig(state_mode="rollout"))
     gold = task.gold
-    result = ProbeResult(task.task_id, _signals(scorer, task, session, gold, gold_reply(task)))
+    session.reset()
+    run = _Run(session, initial=session.db())
+    result = ProbeResult(task.task_id, _signals(scorer, task, run, gold, gold_reply(task)))
+    run.gold_db = session.db()
     for name in PROBES:
         turns = PROBES.get(name)(gold, task.allowed)
         if turns is None:
             continue
         reply = IDLE_REPLY if name == "idle" else gold_reply(task)
-        result.probes[name] = _signals(scorer, task, session, turns, reply)
+        result.probes[name] = _signals(scorer, task, run, turns, reply)
     return result
 
 
@@ -263,7 +294,7 @@ def probe_tasks(tasks: Sequence[ProbeTask], config: RewardConfig | None = None) 
     """
     from gustforge.errors import GustError
 
-    scorer = Scorer(config or RewardConfig(state_mode="rollout"))
+    scorer = _ProbeScorer(config or RewardConfig(state_mode="rollout"))
     results: dict[str, ProbeResult] = {}
     by_env: dict[Path, list[ProbeTask]] = {}
     for task in tasks:
