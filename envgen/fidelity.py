@@ -81,7 +81,7 @@ _NOUN_FOLLOWERS = {"of", "is", "are", "was"}
 _SKIP = {"allow", "allows", "help", "helps", "let",
          "lets", "use", "uses", "using", "enable", "enables", "tool", "please", "will", "can", "may", "must",
          "should", "and", "or", "then", "also", "optionally", "simply", "quickly", "easily"}  # fmt: skip
-_MAX_WORDS = 8  # the verb leads the sentence; words deeper in describe, they do not promise
+_MAX_WORDS = 3  # the verb leads the sentence ("Deletes ...", "Get ..."); deeper words describe, not promise
 
 
 class Promise(StrictModel):
@@ -99,7 +99,8 @@ class Promise(StrictModel):
 
 
 def _stem(word: str) -> str | None:
-    """The lexicon verb a word inflects (deletes -> delete, searching -> search, stopped -> stop), else None."""
+    """The lexicon verb a word inflects (deletes -> delete, searching -> search), else None; participles ("items
+    stored in") describe a noun and promise nothing."""
     word = word.lower()
     candidates = [word]
     if word.endswith("ies"):
@@ -110,8 +111,6 @@ def _stem(word: str) -> str | None:
         candidates.append(word[:-1])
     if word.endswith("ing"):
         candidates += [word[:-3], word[:-3] + "e", word[:-4]]
-    if word.endswith("ed"):
-        candidates += [word[:-2], word[:-1], word[:-3]]
     return next((c for c in candidates if c in EFFECTS), None)
 
 
