@@ -202,6 +202,15 @@ class EnvManifest(StrictModel):
     )
     mutation_score: float | None = Field(default=None, description="Share of seeded bugs the tests kill.")
     notes: dict[str, str] = Field(default_factory=dict, description="tool -> pipeline note (not agent-facing).")
+    contradictions: dict[str, str] = Field(
+        default_factory=dict,
+        description="tool -> why its behaviour family breaks what its description/name promises (envgen.fidelity).",
+    )
+    family_swap: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Family-swap mutants (a lookup in place of a write and vice versa): killed, total, score, "
+        "survivors (envgen.mutation.operator_tally).",
+    )
 
 
 class StageReport(StrictModel):

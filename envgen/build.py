@@ -38,7 +38,8 @@ from envgen.config import EnvGenConfig
 from envgen.database import synthesize_database
 from envgen.entities import plan_environment
 from envgen.ingest import reason_of
-from envgen.mutation import score_suite
+from envgen.fidelity import contradictions
+from envgen.mutation import operator_tally, score_suite
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset
 from envgen.testgen import generate_suite
@@ -263,10 +264,18 @@ def _artifacts(
         behaviours=behaviours,
         log_only_tools=[name for name, family in behaviours.items() if family == "log_only"],
         mutation_score=done.report.mutation.score if done.report.mutation else None,
-        notes=dict(done.refactored.notes),
+        notes={**plan_reasons(done.refactored), **done.refactored.notes},
+        contradictions=contradictions(schemas, behaviours),
+        family_swap=operator_tally(done.report.mutation, "family_swap") if done.report.mutation else {},
     )
     return EnvArtifacts(manifest=manifest, schemas=schemas, db=done.db, tools_source=done.tools_source,
                         tests_source=done.tests_source, test_report=done.report)  # fmt: skip
+
+
+def plan_reasons(refactored: RefactoredToolset) -> dict[str, str]:
+    """tool -> why the planner overruled its name-based draft or fell back to log-only (manifest notes)."""
+    plan = plan_environment(refactored.tools, refactored.log_only)
+    return {tool.name: f"behaviour: {tool.reason}" for tool in plan.tools if tool.reason}
 
 
 def family_map(refactored: RefactoredToolset) -> dict[str, str]:
