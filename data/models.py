@@ -86,6 +86,9 @@ class Toolset(StrictModel):
     description: str = ""
     tools: tuple[RawTool, ...]
     provenance: Provenance
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="tool -> ingest repair note (a duplicate listing dropped); not agent-facing."
+    )
 
 
 class ToolSchema(StrictModel):
