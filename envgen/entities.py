@@ -224,6 +224,8 @@ def _honour(tool: ToolSchema, plan: ToolPlan, said: Promise) -> ToolPlan:
         return _write_plan(tool, said, family)
     if said.effect == "read" and family in STATE_FAMILIES:
         return _read_plan(tool, said, family)
+    if said.effect == "compute" and family in STATE_FAMILIES and family != "log_only":
+        return _read_plan(tool, said, family)  # `word_cloud_by_post_ids` computes; "post" is not a message
     return plan
 
 
@@ -287,8 +289,9 @@ def _read_plan(tool: ToolSchema, said: Promise, was: str) -> ToolPlan:
     singular = singularize(entity)
     base = ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", field_params=tuple(props))
     why = f"{said.reason}; the name-based draft was '{was}'"
-    plan = _lookup(tool, base, entity) or _crud_draft(tool, ToolKind.READ, entity, singular,
-                                                     _id_param_for(singular, props), props)  # fmt: skip
+    id_param = _id_param_for(singular, props)
+    plan = None if id_param else _lookup(tool, base, entity)  # a record's own id: get it by id, no lookup table
+    plan = plan or _crud_draft(tool, ToolKind.READ, entity, singular, id_param, props)
     return plan.model_copy(update={"reason": why})
 
 

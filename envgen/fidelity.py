@@ -9,7 +9,7 @@ and maps it to an effect through the registry `EFFECTS`:
     unknown  no verb found
 `contradiction(promise, family)` says, with a reason, when a behaviour family breaks that promise: a write built
 as a lookup/search/get (the change never happens), a read built as a writing family or the log-only fallback (the
-state changes, or nothing is returned). `check_call` is the dynamic counterpart: one call's DB diff and output
+state changes, or nothing is returned), a computation built as a writing family. `check_call` is the dynamic counterpart: one call's DB diff and output
 against the promise (the fidelity check that runs on sandbox results). `fidelity_summary` aggregates manifests.
 """
 
@@ -166,6 +166,8 @@ def contradiction(said: Promise, family: str) -> str | None:
     if said.effect == "read" and family in STATE_FAMILIES:
         what = "only logs the call and returns nothing" if family == "log_only" else "changes state"
         return f"{said.reason} but is built as '{family}' ({what})"
+    if said.effect == "compute" and family in STATE_FAMILIES and family != "log_only":
+        return f"{said.reason} but is built as '{family}' (changes state)"
     return None
 
 
