@@ -246,11 +246,14 @@ def _write_plan(tool: ToolSchema, said: Promise, was: str) -> ToolPlan:
             return _settle(chosen, tool).model_copy(update={"reason": why})
     if entity is not None and id_param is None and kind in (ToolKind.UPDATE, ToolKind.DELETE):
         key = _natural_write_key(tool)
-        if key is not None:  # `remove_documentation(name)`: the record is named by a natural key
+        fields = [p for p in props if p != key and not is_flag(p, props[p])]
+        if key is not None and (fields or kind is ToolKind.DELETE):  # `remove_documentation(name)`: named record
             draft = _crud_draft(tool, kind, entity, singular, key, props)
             return draft.model_copy(update={"natural_key": True, "reason": f"{why}; keyed by '{key}'"})
     if entity is not None and id_param is None and kind in (ToolKind.ACTION, ToolKind.CREATE):
         fields = [p for p in props if not is_flag(p, props[p])]
+        entity = _action_noun(tool.name, verb) or entity
+        singular = singularize(entity)
         if fields:  # `start_scan(target)`, `execute_command(command)`: the run is a new record of its noun
             draft = _crud_draft(tool, ToolKind.CREATE, entity, singular, None, props)
             return draft.model_copy(update={"reason": f"{why}; the {verb} is recorded as a new {singular}"})
@@ -263,6 +266,12 @@ def _write_plan(tool: ToolSchema, said: Promise, was: str) -> ToolPlan:
     return _log_only(tool).model_copy(
         update={"reason": f"{why}; no writing family fits ({_missing(kind, entity, id_param)}): log-only"}
     )
+
+
+def _action_noun(name: str, verb: str) -> str | None:
+    """The collection an action's run is recorded in: the name's last word that is not the verb (`start_scan`)."""
+    tokens = [t for t in name.split("_") if t and t != verb and t not in _STOP and not t.isdigit()]
+    return pluralize(singularize(tokens[-1])) if tokens else None
 
 
 def _natural_write_key(tool: ToolSchema) -> str | None:

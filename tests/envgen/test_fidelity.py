@@ -1,0 +1,140 @@
+"""envgen.fidelity and the planner that keeps it: a tool is built as what its description promises.
+
+Every case here was wrong before issue 21: `drop_database` was a record lookup, `set_download_directory`'s test
+asserted the DB unchanged, a `get_*` tool naming a post was built as a message that changes state."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from data.models import RawTool, Toolset
+from envgen.build import build_environment
+from envgen.config import EnvGenConfig
+from envgen.database import synthesize_database
+from envgen.entities import plan_environment
+from envgen.fidelity import READ_ONLY_FAMILIES, STATE_FAMILIES, Promise, check_call, contradiction, promise
+from envgen.mutation import operator_tally, score_suite
+from envgen.refactor import refactor_toolset
+from envgen.testgen import generate_tests_source
+from gustforge.sandbox import SandboxLimits, SandboxPool, SandboxWorker
+from tests.envgen._envgen_samples import sample
+
+FAST = EnvGenConfig(sandbox_cpu_seconds=2, sandbox_memory_mb=256, sandbox_wall_seconds=5)
+LIMITS = SandboxLimits(cpu_seconds=2, memory_mb=256, wall_seconds=5)
+TEXT, INT = {"type": "string"}, {"type": "integer"}
+
+
+def _tool(name: str, description: str, props: dict, required: tuple[str, ...] = ()) -> RawTool:
+    return RawTool(name=name, description=description,
+                   parameters={"type": "object", "properties": props, "required": list(required)})  # fmt: skip
+
+
+def _toolset(*tools: RawTool) -> Toolset:
+    return Toolset(toolset_id="fidelity", name="Admin console", provenance=sample("Stockroom").provenance,
+                   tools=tools)  # fmt: skip
+
+
+# A toolset whose names and descriptions fooled the name-based planner (each case from the Toucan corpus).
+ADMIN = _toolset(
+    _tool("list_databases", "List all databases on the server.", {"limit": INT}),
+    _tool("drop_database", "Drops the database and permanently deletes all of its collections.",
+          {"database": TEXT}, ("database",)),
+    _tool("set_download_directory", "Sets the directory where downloaded files are saved.",
+          {"directory": TEXT}, ("directory",)),
+    _tool("start_scan", "Start a new vulnerability scan on a target URL.",
+          {"target": TEXT, "scan_type": {"type": "string", "enum": ["quick", "full"]}}, ("target",)),
+    _tool("get_scan", "Get a scan and its findings.", {"scan_id": TEXT}, ("scan_id",)),
+    _tool("get_post_by_id", "Retrieve a specific post by its ID.", {"post_id": TEXT}, ("post_id",)),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[SandboxWorker]:
+    with SandboxWorker(LIMITS) as w:
+        yield w
+
+
+class TestPromise:
+    @pytest.mark.parametrize(
+        ("name", "description", "effect", "source"),
+        [
+            ("drop_database", "Drops the database and all its data.", "write", "description"),
+            ("get_profile", "Sets the active profile.", "write", "description"),  # the description wins
+            ("info", "Returns the chapter's metadata.", "read", "description"),
+            ("list_items", "Items stored in a warehouse.", "read", "name"),  # a participle promises nothing
+            ("search", "Search for stories on Hacker News.", "read", "description"),
+            ("sha256", "Hash a string with SHA-256.", "compute", "description"),
+            ("gdb_set_breakpoint", "设置断点", "write", "name"),  # no English verb: the name's
+            ("api_coins_id", "Coin data.", "unknown", "none"),
+        ],
+    )
+    def test_description_first_then_name(self, name: str, description: str, effect: str, source: str) -> None:
+        said = promise(_tool(name, description, {}))  # type: ignore[arg-type]
+        assert (said.effect, said.source) == (effect, source)
+
+    def test_contradictions_name_the_broken_promise(self) -> None:
+        write, read = Promise(effect="write", verb="drop", source="description"), Promise(effect="read", verb="get")
+        assert "never happens" in (contradiction(write, "lookup") or "")
+        assert contradiction(write, "crud") is None and contradiction(write, "log_only") is None
+        assert "changes state" in (contradiction(read, "messaging") or "")
+        assert "only logs" in (contradiction(read, "log_only") or "")
+        assert all(contradiction(read, f) is None for f in READ_ONLY_FAMILIES)
+        assert all(contradiction(Promise(effect="unknown"), f) is None for f in READ_ONLY_FAMILIES | STATE_FAMILIES)
+
+    def test_check_call_compares_the_db_diff_with_the_promise(self) -> None:
+        read, write = Promise(effect="read", verb="get"), Promise(effect="write", verb="delete")
+        ok = {"status": "success", "message": "done"}
+        assert not check_call(read, {"a": {}}, {"a": {"1": {}}}, ok).ok
+        assert "unchanged" in check_call(write, {"a": {}}, {"a": {}}, ok).reason
+        assert check_call(write, {"a": {"1": {}}}, {"a": {}}, ok).ok
+        assert check_call(read, {}, {"x": 1}, {"status": "error", "message": "no"}).ok  # rejections: not judged
+
+
+class TestPlanner:
+    def test_actions_never_become_lookups_and_reads_never_write(self) -> None:
+        rt = refactor_toolset(ADMIN, FAST)
+        plans = {p.name: p for p in plan_environment(rt.tools).tools}
+        assert (plans["drop_database"].template, plans["drop_database"].id_param) == ("delete", "database")
+        assert plans["set_download_directory"].family == "log_only"  # nothing fits: log-only, with the reason
+        assert "no writing family fits" in (plans["set_download_directory"].reason or "")
+        assert (plans["start_scan"].template, plans["start_scan"].entity) == ("create", "scans")
+        assert plans["get_post_by_id"].family == "get_by_id" and plans["get_scan"].family == "get_by_id"
+        for tool in rt.tools:
+            assert contradiction(promise(tool), plans[tool.name].family) is None, tool.name
+        assert all(p.family not in ("lookup", "get_by_id", "search") for n, p in plans.items()
+                   if n in ("drop_database", "set_download_directory", "start_scan"))  # fmt: skip
+
+    def test_the_generated_tests_assert_the_promised_effect(self) -> None:
+        rt = refactor_toolset(ADMIN, FAST)
+        tests = generate_tests_source(rt, synthesize_database(rt, seed=0), seed=0)
+        directory = tests.split("def test_set_download_directory_logs", 1)[1].split("\ndef ", 1)[0]
+        assert "the call was not logged" in directory and "a read changed the DB" not in directory
+        drop = tests.split("def test_drop_database_", 1)[1].split("\ndef ", 1)[0]
+        assert "a read changed the DB" not in drop
+        post = tests.split("def test_get_post_by_id_", 1)[1].split("\ndef ", 1)[0]
+        assert "a read changed the DB" in post
+
+    def test_the_built_env_keeps_its_promises_and_kills_every_family_swap(self) -> None:
+        with SandboxPool(size=1, limits=LIMITS) as pool:
+            result = build_environment(ADMIN, FAST, sandbox_pool=pool)
+        assert result.artifacts is not None, result.quarantine
+        manifest = result.artifacts.manifest
+        assert manifest.contradictions == {}
+        assert manifest.behaviours["drop_database"] == "crud" and manifest.behaviours["get_post_by_id"] == "get_by_id"
+        assert manifest.notes["set_download_directory"].startswith("behaviour: description verb 'set'")
+        assert manifest.family_swap["total"] == len(ADMIN.tools) and manifest.family_swap["score"] == 1.0
+
+
+def test_family_swap_mutants_are_killed_by_the_suite_and_survive_a_hollow_one(worker: SandboxWorker) -> None:
+    from envgen.codegen import generate_tools_source
+
+    rt = refactor_toolset(sample("Stockroom"), FAST)
+    db = synthesize_database(rt, seed=0)
+    source = generate_tools_source(rt, db)
+    tally = operator_tally(score_suite(rt, db, source, worker, seed=0), "family_swap")
+    assert tally["total"] == len(rt.tools) and tally["score"] == 1.0 and tally["survivors"] == []
+    hollow = "".join(f"def test_{t.name}_runs(env):\n    env.call_tool({t.name!r}, {{}})\n" for t in rt.tools)
+    weak = operator_tally(score_suite(rt, db, source, worker, seed=0, tests_source=hollow), "family_swap")
+    assert weak["score"] == 0.0 and len(weak["survivors"]) == len(rt.tools)
