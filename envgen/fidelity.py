@@ -15,8 +15,10 @@ against the promise (the fidelity check that runs on sandbox results). `fidelity
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -35,6 +37,7 @@ __all__ = [
     "contradictions",
     "check_call",
     "fidelity_summary",
+    "run_fidelity",
 ]
 
 Effect = Literal["read", "write", "compute", "unknown"]
@@ -226,3 +229,9 @@ def fidelity_summary(manifests: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "envs_killing_every_family_swap": swap_full,
         "envs_with_family_swap": swap_envs,
     }
+
+
+def run_fidelity(envs_dir: Path) -> dict[str, Any]:
+    """`fidelity_summary` over a run folder's `envs/*/manifest.json`, keys prefixed `env_` (for `gust quality`)."""
+    manifests = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(envs_dir).glob("*/manifest.json"))]
+    return {f"env_{key}": value for key, value in fidelity_summary(manifests).items() if value is not None}

@@ -48,6 +48,9 @@ def quality(
             mutation[env_dir.name] = score
     outcome = assess(records, schemas, cfg, drop=False, mutation_scores=mutation)
     report = outcome.quality
+    from envgen.fidelity import run_fidelity  # behaviour/description contradictions, family-swap kills (issue 21)
+
+    report = report.model_copy(update={"dataset": {**report.dataset, **run_fidelity(envs_dir)}})
     previous = out / "reports" / "quality.json"
     if previous.is_file():  # keep what the build's quality stage measured before its drops
         earlier = json.loads(previous.read_text(encoding="utf-8"))

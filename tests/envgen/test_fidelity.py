@@ -138,3 +138,23 @@ def test_family_swap_mutants_are_killed_by_the_suite_and_survive_a_hollow_one(wo
     hollow = "".join(f"def test_{t.name}_runs(env):\n    env.call_tool({t.name!r}, {{}})\n" for t in rt.tools)
     weak = operator_tally(score_suite(rt, db, source, worker, seed=0, tests_source=hollow), "family_swap")
     assert weak["score"] == 0.0 and len(weak["survivors"]) == len(rt.tools)
+
+
+def test_run_fidelity_aggregates_the_manifests(tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    from envgen.fidelity import run_fidelity
+
+    manifests = {
+        "a": {"behaviours": {"x": "crud", "y": "lookup"}, "contradictions": {"y": "..."}, "log_only_tools": [],
+              "family_swap": {"killed": 2, "total": 2}},
+        "b": {"behaviours": {"z": "search", "w": "log_only"}, "contradictions": {}, "log_only_tools": ["w"],
+              "family_swap": {"killed": 1, "total": 2}},
+    }  # fmt: skip
+    for name, manifest in manifests.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+    got = run_fidelity(tmp_path)
+    assert got["env_tools"] == 4 and got["env_contradictions"] == 1 and got["env_contradiction_share"] == 0.25
+    assert got["env_family_swap_score"] == 0.75 and got["env_envs_killing_every_family_swap"] == 1
+    assert got["env_log_only_tools"] == 1
