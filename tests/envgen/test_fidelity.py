@@ -158,3 +158,31 @@ def test_run_fidelity_aggregates_the_manifests(tmp_path) -> None:  # noqa: ANN00
     assert got["env_tools"] == 4 and got["env_contradictions"] == 1 and got["env_contradiction_share"] == 0.25
     assert got["env_family_swap_score"] == 0.75 and got["env_envs_killing_every_family_swap"] == 1
     assert got["env_log_only_tools"] == 1
+
+
+def test_lookups_take_a_name_where_the_description_says_so_and_answer_a_structured_not_found(
+    worker: SandboxWorker,
+) -> None:
+    from envgen.codegen import generate_tools_source
+
+    projects = _toolset(
+        _tool("list_projects", "List projects.", {"limit": INT}),
+        _tool("get_project", "Get a project.", {"project_id": {"type": "string", "description": "Project ID or name"}},
+              ("project_id",)),
+        _tool("get_task", "Get a task.", {"task_id": TEXT}, ("task_id",)),
+        _tool("create_task", "Create a task in a project.", {"title": TEXT, "project_id": TEXT}, ("title",)),
+        _tool("delete_task", "Delete a task.", {"task_id": TEXT}, ("task_id",)),
+    )  # fmt: skip
+    rt = refactor_toolset(projects, FAST)
+    db = synthesize_database(rt, seed=0)
+    worker.load(generate_tools_source(rt, db), db)
+    project_id, project = next(iter(db["projects"].items()))
+    by_name = worker.call("get_project", {"project_id": f"  {project['name'].upper()} "})
+    assert by_name["status"] == "success" and by_name["project"]["project_id"] == project_id
+    assert worker.call("get_project", {"project_id": project_id.lower()})["status"] == "success"  # any case
+    missing = worker.call("get_project", {"project_id": "no such project"})
+    assert missing["status"] == "error" and missing["error"] == {
+        "code": "not_found", "collection": "projects", "key": "no such project"
+    }  # fmt: skip
+    task_name = next(iter(db["tasks"].values())).get("title")
+    assert worker.call("get_task", {"task_id": task_name})["status"] == "error"  # the id only: nothing says name
