@@ -186,3 +186,24 @@ def test_lookups_take_a_name_where_the_description_says_so_and_answer_a_structur
     }  # fmt: skip
     task_name = next(iter(db["tasks"].values())).get("title")
     assert worker.call("get_task", {"task_id": task_name})["status"] == "error"  # the id only: nothing says name
+
+
+def test_an_update_writes_a_value_that_differs_from_the_stored_one() -> None:
+    """`update_tsconfig(path, options={})` on a record holding `options == {}` proved nothing: the family-swap and
+    state-skipped mutants survived it."""
+    from envgen.testgen import _Ctx, _field_args
+
+    rt = refactor_toolset(_toolset(
+        _tool("list_tsconfigs", "List tsconfig files.", {"limit": INT}),
+        _tool("update_tsconfig", "Update TypeScript configuration.",
+              {"path": TEXT, "options": {"type": "object", "description": "compiler options"}}, ("path", "options")),
+        _tool("delete_tsconfig", "Delete a tsconfig.", {"path": TEXT}, ("path",)),
+    ), FAST)  # fmt: skip
+    plan = plan_environment(rt.tools)
+    tool, tool_plan = rt.tools[1], plan.tools[1]
+    assert tool_plan.template == "update" and tool_plan.natural_key
+    entity = plan.entity(tool_plan.entity)
+    for stored in ({}, {"strict": True}, None):
+        record = {"options": stored}
+        args = _field_args(_Ctx(tool, tool_plan, entity, {}, 0), record)
+        assert args["options"] != stored and isinstance(args["options"], dict)
