@@ -207,3 +207,20 @@ def test_an_update_writes_a_value_that_differs_from_the_stored_one() -> None:
         record = {"options": stored}
         args = _field_args(_Ctx(tool, tool_plan, entity, {}, 0), record)
         assert args["options"] != stored and isinstance(args["options"], dict)
+
+
+def test_under_the_llm_backend_the_model_decides_the_promise_the_planner_reads_first() -> None:
+    """The refactor role writes each description; it is asked to open with the verb of what the tool really does,
+    and that verb (not the name) is what the planner holds the behaviour to; an overruled name draft is noted."""
+    from envgen.prompts import REFACTOR_SYSTEM
+
+    assert "rather than its name" in REFACTOR_SYSTEM and "planned from this verb first" in REFACTOR_SYSTEM
+    # a model that reads `get_profile` as the setter it is: the plan follows the description, with the reason
+    rt = refactor_toolset(_toolset(
+        _tool("list_profiles", "List profiles.", {"limit": INT}),
+        _tool("get_profile", "Set the active profile to the one named.", {"profile_name": TEXT}, ("profile_name",)),
+        _tool("get_user", "Get a user.", {"user_id": TEXT}, ("user_id",)),
+    ), FAST)  # fmt: skip
+    plan = plan_environment(rt.tools).tool("get_profile")
+    assert plan.family == "log_only" and "description verb 'set' promises a write" in (plan.reason or "")
+    assert "the name-based draft was 'lookup'" in (plan.reason or "")
