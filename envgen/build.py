@@ -37,8 +37,8 @@ from envgen.codegen import generate_tools_source
 from envgen.config import EnvGenConfig
 from envgen.database import synthesize_database
 from envgen.entities import plan_environment
-from envgen.ingest import reason_of
 from envgen.fidelity import contradictions
+from envgen.ingest import reason_of
 from envgen.mutation import operator_tally, score_suite
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset

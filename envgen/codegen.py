@@ -719,8 +719,13 @@ def _by_name(tool: ToolSchema, plan: ToolPlan) -> bool:
         return False
     schema = tool.parameters.get("properties", {}).get(plan.id_param, {})
     text = f"{schema.get('description', '')} {tool.description}".lower()
-    return bool(re.search(r"\b(id|identifier) or (its |the )?(name|title)\b|\b(name|title) or (its |the )?(id|identifier)\b"
-                          r"|\bby (its |their )?(name|title)\b", text))
+    return bool(_BY_NAME.search(text))
+
+
+_BY_NAME = re.compile(
+    r"\b(id|identifier) or (its |the )?(name|title)\b|\b(name|title) or (its |the )?(id|identifier)\b"
+    r"|\bby (its |their )?(name|title)\b"
+)
 
 
 def behaviour_line(plan: ToolPlan) -> str:

@@ -552,8 +552,10 @@ def _separate_lookups(drafts: list[ToolPlan]) -> list[ToolPlan]:
             synthetic.add(plan.entity)
     out = []
     for plan in drafts:
-        if (plan.lookup or plan.natural_key) and plan.entity is not None and (
-            plan.entity in synthetic or len(keys[plan.entity]) > 1
+        if (
+            (plan.lookup or plan.natural_key)
+            and plan.entity is not None
+            and (plan.entity in synthetic or len(keys[plan.entity]) > 1)
         ):
             plan = plan.model_copy(update={"entity": f"{plan.entity}_by_{plan.id_param}"})
         out.append(plan)

@@ -9,8 +9,8 @@ and maps it to an effect through the registry `EFFECTS`:
     unknown  no verb found
 `contradiction(promise, family)` says, with a reason, when a behaviour family breaks that promise: a write built
 as a lookup/search/get (the change never happens), a read built as a writing family or the log-only fallback (the
-state changes, or nothing is returned), a computation built as a writing family. `check_call` is the dynamic counterpart: one call's DB diff and output
-against the promise (the fidelity check that runs on sandbox results). `fidelity_summary` aggregates manifests.
+state changes, or nothing is returned), a computation built as a writing family. `check_call` is the dynamic
+counterpart: one call's DB diff and output against the promise. `fidelity_summary` aggregates manifests.
 """
 
 from __future__ import annotations
@@ -67,9 +67,7 @@ for _effect, _words in _LEXICON.items():
         EFFECTS.add(_word, _effect)
 
 READ_ONLY_FAMILIES = frozenset({"lookup", "get_by_id", "search", "math", "conversion", "text"})
-STATE_FAMILIES = frozenset(
-    {"crud", "status_transition", "transfer", "payment", "messaging", "scheduling", "log_only"}
-)
+STATE_FAMILIES = frozenset({"crud", "status_transition", "transfer", "payment", "messaging", "scheduling", "log_only"})
 _COMPUTED = frozenset({"math", "conversion", "text"})  # strict matchers: the operation, not a verb, decides
 
 _FILLER = re.compile(
