@@ -231,5 +231,12 @@ def fidelity_summary(manifests: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def run_fidelity(envs_dir: Path) -> dict[str, Any]:
     """`fidelity_summary` over a run folder's `envs/*/manifest.json`, keys prefixed `env_` (for `gust quality`)."""
-    manifests = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(Path(envs_dir).glob("*/manifest.json"))]
+    manifests = []
+    for path in sorted(Path(envs_dir).glob("*/manifest.json")):
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        schemas = path.with_name("schemas.json")
+        if "contradictions" not in manifest and schemas.is_file():  # built before the manifest recorded them
+            tools = [ToolSchema.model_validate(t) for t in json.loads(schemas.read_text(encoding="utf-8"))]
+            manifest["contradictions"] = contradictions(tools, manifest.get("behaviours") or {})
+        manifests.append(manifest)
     return {f"env_{key}": value for key, value in fidelity_summary(manifests).items() if value is not None}
