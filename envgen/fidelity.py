@@ -49,7 +49,7 @@ _LEXICON: dict[Effect, str] = {
     "compute": "calculate compute convert encode decode hash encrypt decrypt generate validate verify analyze "
     "analyse parse format translate summarize summarise explain estimate evaluate compare predict simulate solve "
     "render transform extract tokenize classify detect recommend suggest diff measure normalize sanitize "
-    "compress decompress",
+    "compress decompress truncate",
     "write": "create add insert register post submit upload save store write record log place book reserve "
     "schedule open update set edit modify change rename move assign unassign patch mark toggle enable disable "
     "cancel approve reject complete close archive confirm pay renew extend adjust activate deactivate suspend "
@@ -60,7 +60,7 @@ _LEXICON: dict[Effect, str] = {
     "push merge fork clone lock unlock follow unfollow like subscribe unsubscribe invite join leave ban kick grant "
     "sync backup restore rollback undo redo increment decrement deposit withdraw charge refund vote upvote "
     "comment annotate attach detach link unlink share play replace append rotate resize crop upsert enqueue "
-    "dequeue spawn allocate release shutdown reboot wipe overwrite truncate",
+    "dequeue spawn allocate release shutdown reboot wipe overwrite",
 }
 for _effect, _words in _LEXICON.items():
     for _word in dict.fromkeys(_words.split()):
@@ -130,8 +130,20 @@ def _description_verb(text: str) -> str | None:
         after = words[index + 1].lower() if index + 1 < len(words) else ""
         if before in _DETERMINERS or after in _NOUN_FOLLOWERS:
             continue  # "the list of", "a set of": a noun
-        return verb
+        return _purpose(verb, sentence)
     return None
+
+
+_RUNNERS = {"run", "execute", "invoke", "trigger", "launch"}
+
+
+def _purpose(verb: str, sentence: str) -> str:
+    """ "Run the PsList plugin to list processes": a runner verb promises what it runs *to* do, when that reads."""
+    if verb not in _RUNNERS:
+        return verb
+    match = re.search(r"\bto\s+([a-z]+)", sentence.lower())
+    aim = _stem(match.group(1)) if match else None
+    return aim if aim is not None and EFFECTS.get(aim) in ("read", "compute") else verb
 
 
 def _name_verb(name: str) -> str | None:

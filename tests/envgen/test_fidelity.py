@@ -68,6 +68,9 @@ class TestPromise:
             ("sha256", "Hash a string with SHA-256.", "compute", "description"),
             ("gdb_set_breakpoint", "设置断点", "write", "name"),  # no English verb: the name's
             ("api_coins_id", "Coin data.", "unknown", "none"),
+            ("run_pslist", "Run the PsList plugin to list processes.", "read", "description"),  # run *to* list
+            ("run_mutmut", "Run a mutation testing session on the target.", "write", "description"),
+            ("get_text_before_fold", "Truncate text to fit the fold.", "compute", "description"),
         ],
     )
     def test_description_first_then_name(self, name: str, description: str, effect: str, source: str) -> None:
