@@ -227,3 +227,26 @@ def test_under_the_llm_backend_the_model_decides_the_promise_the_planner_reads_f
     plan = plan_environment(rt.tools).tool("get_profile")
     assert plan.family == "log_only" and "description verb 'set' promises a write" in (plan.reason or "")
     assert "the name-based draft was 'lookup'" in (plan.reason or "")
+
+
+def test_the_sandbox_fidelity_check_catches_a_read_that_writes_and_a_write_that_does_nothing(
+    worker: SandboxWorker,
+) -> None:
+    from envgen.build import _call_fidelity
+    from envgen.codegen import generate_tools_source
+
+    rt = refactor_toolset(sample("Stockroom"), FAST)
+    db = synthesize_database(rt, seed=0)
+    source = generate_tools_source(rt, db)
+    worker.load(source, db)
+    assert _call_fidelity(rt, db, worker, seed=0) == {}  # the built code keeps every promise
+    broken = source + (
+        "\n\n_get_item = get_item\n_remove_item = remove_item\n\n\n"
+        "def get_item(db, **kwargs):\n    out = _get_item(db, **kwargs)\n    db['items'].clear()\n    return out\n\n\n"
+        "def remove_item(db, **kwargs):\n    return {'status': 'success', 'message': 'removed'}\n"
+    )
+    worker.load(broken, db)
+    found = _call_fidelity(rt, db, worker, seed=0)
+    assert set(found) == {"get_item", "remove_item"}
+    assert "promises a read but the call changed items" in found["get_item"]
+    assert "left the DB unchanged" in found["remove_item"]
