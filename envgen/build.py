@@ -38,7 +38,7 @@ from envgen.codegen import generate_tools_source
 from envgen.config import EnvGenConfig
 from envgen.database import synthesize_database
 from envgen.entities import plan_environment
-from envgen.fidelity import check_call, contradictions, promise
+from envgen.fidelity import COMPUTED_FAMILIES, check_call, contradictions, promise
 from envgen.ingest import reason_of
 from envgen.mutation import operator_tally, score_suite
 from envgen.naming import slug
@@ -250,8 +250,8 @@ def _call_fidelity(refactored: RefactoredToolset, db: dict[str, Any], worker: Sa
     broken = {}
     for tool, tool_plan in zip(refactored.tools, plan.tools, strict=True):
         said = promise(tool)
-        if said.effect not in ("read", "write"):
-            continue
+        if said.effect not in ("read", "write") or tool_plan.family in COMPUTED_FAMILIES:
+            continue  # "Add two numbers": the math matcher, not the verb, decided it computes
         args = valid_arguments(tool, tool_plan, plan.entity(tool_plan.entity), db, seed=seed)
         worker.set_db(copy.deepcopy(db))
         before = worker.get_db()

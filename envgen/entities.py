@@ -17,7 +17,7 @@ from pydantic import Field
 
 from data.models import StrictModel, ToolKind, ToolSchema
 from envgen.behaviours import BALANCES, NATURAL_KEYS, classify, family_of, inferred_fields, is_flag, search_options
-from envgen.fidelity import READ_ONLY_FAMILIES, STATE_FAMILIES, Promise, promise
+from envgen.fidelity import COMPUTED_FAMILIES, READ_ONLY_FAMILIES, STATE_FAMILIES, Promise, promise
 from envgen.naming import id_prefix, pluralize, singularize
 from gustforge.registry import Registry
 
@@ -210,9 +210,6 @@ def _draft(tool: ToolSchema) -> ToolPlan:
     return _honour(tool, _name_draft(tool), promise(tool))
 
 
-_COMPUTED = {"math", "conversion", "text"}
-
-
 def _honour(tool: ToolSchema, plan: ToolPlan, said: Promise) -> ToolPlan:
     """Keep the promise: an action never becomes a lookup/search/get; a get/list/search never changes state.
 
@@ -220,7 +217,7 @@ def _honour(tool: ToolSchema, plan: ToolPlan, said: Promise) -> ToolPlan:
     built as a writing family (or the log-only fallback) becomes a lookup or a search of its collection.
     """
     family = plan.family
-    if said.effect == "write" and family in READ_ONLY_FAMILIES and family not in _COMPUTED:
+    if said.effect == "write" and family in READ_ONLY_FAMILIES and family not in COMPUTED_FAMILIES:
         return _write_plan(tool, said, family)
     if said.effect == "read" and family in STATE_FAMILIES:
         return _read_plan(tool, said, family)

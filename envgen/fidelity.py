@@ -27,6 +27,7 @@ from data.models import StrictModel, ToolSchema
 from gustforge.registry import Registry
 
 __all__ = [
+    "COMPUTED_FAMILIES",
     "EFFECTS",
     "READ_ONLY_FAMILIES",
     "STATE_FAMILIES",
@@ -68,7 +69,7 @@ for _effect, _words in _LEXICON.items():
 
 READ_ONLY_FAMILIES = frozenset({"lookup", "get_by_id", "search", "math", "conversion", "text"})
 STATE_FAMILIES = frozenset({"crud", "status_transition", "transfer", "payment", "messaging", "scheduling", "log_only"})
-_COMPUTED = frozenset({"math", "conversion", "text"})  # strict matchers: the operation, not a verb, decides
+COMPUTED_FAMILIES = frozenset({"math", "conversion", "text"})  # strict matchers: the operation, not a verb, decides
 
 _FILLER = re.compile(
     r"^\s*(?:\[[^\]]*\]\s*|\([^)]*\)\s*)*(?:(?:this|the|a|an)\s+)?(?:tool|function|endpoint|method|api|command|"
@@ -174,7 +175,7 @@ def promise(tool: ToolSchema) -> Promise:
 
 def contradiction(said: Promise, family: str) -> str | None:
     """Why `family` breaks the promise, or None when it keeps it (or the promise is unknown / a computation)."""
-    if said.effect == "write" and family in READ_ONLY_FAMILIES and family not in _COMPUTED:
+    if said.effect == "write" and family in READ_ONLY_FAMILIES and family not in COMPUTED_FAMILIES:
         return f"{said.reason} but is built as '{family}' (the change never happens)"
     if said.effect == "read" and family in STATE_FAMILIES:
         what = "only logs the call and returns nothing" if family == "log_only" else "changes state"

@@ -245,6 +245,16 @@ def test_the_sandbox_fidelity_check_catches_a_read_that_writes_and_a_write_that_
         "def get_item(db, **kwargs):\n    out = _get_item(db, **kwargs)\n    db['items'].clear()\n    return out\n\n\n"
         "def remove_item(db, **kwargs):\n    return {'status': 'success', 'message': 'removed'}\n"
     )
+    num = {"type": "number"}
+    calc = refactor_toolset(_toolset(  # "Add two numbers" computes: the math matcher decides, not the verb
+        _tool("add", "Add two numbers.", {"a": num, "b": num}, ("a", "b")),
+        _tool("multiply", "Multiply two numbers.", {"a": num, "b": num}, ("a", "b")),
+        _tool("list_results", "List saved results.", {"limit": INT}),
+    ), FAST)  # fmt: skip
+    assert [p.family for p in plan_environment(calc.tools).tools][:2] == ["math", "math"]
+    calc_db = synthesize_database(calc, seed=0)
+    worker.load(generate_tools_source(calc, calc_db), calc_db)
+    assert _call_fidelity(calc, calc_db, worker, seed=0) == {}
     worker.load(broken, db)
     found = _call_fidelity(rt, db, worker, seed=0)
     assert set(found) == {"get_item", "remove_item"}
