@@ -86,6 +86,9 @@ class Toolset(StrictModel):
     description: str = ""
     tools: tuple[RawTool, ...]
     provenance: Provenance
+    notes: dict[str, str] = Field(
+        default_factory=dict, description="tool -> ingest repair note (a duplicate listing dropped); not agent-facing."
+    )
 
 
 class ToolSchema(StrictModel):
@@ -202,6 +205,15 @@ class EnvManifest(StrictModel):
     )
     mutation_score: float | None = Field(default=None, description="Share of seeded bugs the tests kill.")
     notes: dict[str, str] = Field(default_factory=dict, description="tool -> pipeline note (not agent-facing).")
+    contradictions: dict[str, str] = Field(
+        default_factory=dict,
+        description="tool -> why its behaviour family breaks what its description/name promises (envgen.fidelity).",
+    )
+    family_swap: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Family-swap mutants (a lookup in place of a write and vice versa): killed, total, score, "
+        "survivors (envgen.mutation.operator_tally).",
+    )
 
 
 class StageReport(StrictModel):

@@ -14,6 +14,7 @@ Weak tests are repaired by reseeding alone (new data gives the tests other, ofte
 
 from __future__ import annotations
 
+import copy
 import logging
 import platform
 import time
@@ -37,11 +38,12 @@ from envgen.codegen import generate_tools_source
 from envgen.config import EnvGenConfig
 from envgen.database import synthesize_database
 from envgen.entities import plan_environment
+from envgen.fidelity import COMPUTED_FAMILIES, check_call, contradictions, promise
 from envgen.ingest import reason_of
-from envgen.mutation import score_suite
+from envgen.mutation import operator_tally, score_suite
 from envgen.naming import slug
 from envgen.refactor import finalize_tools, refactor_toolset
-from envgen.testgen import generate_suite
+from envgen.testgen import generate_suite, valid_arguments
 from gustforge.errors import (
     UNAVAILABLE_REASON,
     CodegenError,
@@ -200,6 +202,7 @@ class _Attempt(StrictModel):
     report: TestReport
     seed: int
     isolation: dict[str, str] = {}
+    broken_promises: dict[str, str] = {}
 
 
 def _attempt(
@@ -215,12 +218,15 @@ def _attempt(
     timings["generate_s"] = timings.get("generate_s", 0.0) + time.perf_counter() - start
     start = time.perf_counter()
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
+    broken: dict[str, str] = {}
     try:
         # one worker for the whole sandbox part of the attempt: the tests, then the mutants of the same env.
         # Builds in other threads run their own workers meanwhile (the static check serializes only its parse).
         with sandboxes.session() as worker:
             worker.load(tools_source, db)
             report = worker.run_tests(tests_source, schemas, total_seconds=cfg.test_budget_seconds)
+            if report.passed:
+                broken = _call_fidelity(refactored, db, worker, seed=seed)
             if report.passed and cfg.mutation_testing:
                 mutation_start = time.perf_counter()
                 mutation = score_suite(refactored, db, tools_source, worker, seed=seed, tests_source=tests_source,
@@ -232,7 +238,29 @@ def _attempt(
         report = TestReport(passed=False, cases=(), duration_s=0.0, error=f"{type(exc).__name__}: {exc}")
     timings["sandbox_s"] = timings.get("sandbox_s", 0.0) + time.perf_counter() - start
     return _Attempt(refactored=refactored, db=db, tools_source=tools_source, tests_source=tests_source,
-                    report=report, seed=seed, isolation=dict(sandboxes.isolation))  # fmt: skip
+                    report=report, seed=seed, isolation=dict(sandboxes.isolation),
+                    broken_promises=broken)  # fmt: skip
+
+
+def _call_fidelity(refactored: RefactoredToolset, db: dict[str, Any], worker: SandboxWorker, *, seed: int
+                   ) -> dict[str, str]:  # fmt: skip
+    """The dynamic fidelity check: each tool called once in the sandbox with arguments it accepts; its DB diff
+    and output are compared with what its description promises (`envgen.fidelity.check_call`)."""
+    plan = plan_environment(refactored.tools, refactored.log_only)
+    broken = {}
+    for tool, tool_plan in zip(refactored.tools, plan.tools, strict=True):
+        said = promise(tool)
+        if said.effect not in ("read", "write") or tool_plan.family in COMPUTED_FAMILIES:
+            continue  # "Add two numbers": the math matcher, not the verb, decided it computes
+        args = valid_arguments(tool, tool_plan, plan.entity(tool_plan.entity), db, seed=seed)
+        worker.set_db(copy.deepcopy(db))
+        before = worker.get_db()
+        out = worker.call(tool.name, args)
+        check = check_call(said, before, worker.get_db(), out)
+        if not check.ok:
+            broken[tool.name] = f"call: {check.reason}"
+    worker.set_db(copy.deepcopy(db))
+    return broken
 
 
 def _artifacts(
@@ -263,10 +291,18 @@ def _artifacts(
         behaviours=behaviours,
         log_only_tools=[name for name, family in behaviours.items() if family == "log_only"],
         mutation_score=done.report.mutation.score if done.report.mutation else None,
-        notes=dict(done.refactored.notes),
+        notes={**plan_reasons(done.refactored), **done.refactored.notes},
+        contradictions={**done.broken_promises, **contradictions(schemas, behaviours)},
+        family_swap=operator_tally(done.report.mutation, "family_swap") if done.report.mutation else {},
     )
     return EnvArtifacts(manifest=manifest, schemas=schemas, db=done.db, tools_source=done.tools_source,
                         tests_source=done.tests_source, test_report=done.report)  # fmt: skip
+
+
+def plan_reasons(refactored: RefactoredToolset) -> dict[str, str]:
+    """tool -> why the planner overruled its name-based draft or fell back to log-only (manifest notes)."""
+    plan = plan_environment(refactored.tools, refactored.log_only)
+    return {tool.name: f"behaviour: {tool.reason}" for tool in plan.tools if tool.reason}
 
 
 def family_map(refactored: RefactoredToolset) -> dict[str, str]:

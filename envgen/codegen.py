@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -98,12 +99,20 @@ def _key(value):
     return str(value)
 
 
-def _find(collection, value):
+def _find(collection, value, by_name=False):
     record = collection.get(_key(value))
     if record is None and isinstance(value, str):
         wanted = value.strip().lower()
         record = next((r for k, r in collection.items() if k.lower() == wanted), None)
+        if record is None and by_name:
+            record = next((r for r in collection.values() if isinstance(r, dict) and any(
+                isinstance(r.get(f), str) and r[f].strip().lower() == wanted for f in ("name", "title"))), None)
     return record
+
+
+def _not_found(spec, value):
+    return {"status": "error", "message": f"{spec['singular']} '{value}' not found",
+            "error": {"code": "not_found", "collection": spec["collection"], "key": value}}
 
 
 def _check_refs(db, spec, kwargs):
@@ -118,9 +127,9 @@ def _target(db, spec, kwargs):
     value = kwargs.get(spec["id_param"])
     if value is None:
         return None, _error(f"missing required argument '{spec['id_param']}'")
-    record = _find(db.get(spec["collection"], {}), value)
+    record = _find(db.get(spec["collection"], {}), value, spec.get("by_name"))
     if record is None:
-        return None, _error(f"{spec['singular']} '{value}' not found")
+        return None, _not_found(spec, value)
     return record, None
 
 
@@ -167,9 +176,9 @@ def _read_one(db, spec, kwargs):
     if spec["options"].get("batch"):
         found = []
         for item in value or []:
-            record = _find(db.get(spec["collection"], {}), item)
+            record = _find(db.get(spec["collection"], {}), item, spec.get("by_name"))
             if record is None:
-                return _error(f"{spec['singular']} '{item}' not found")
+                return _not_found(spec, item)
             found.append(copy.deepcopy(record))
         if not found:
             return _error(f"argument '{spec['id_param']}' names no {spec['singular']}")
@@ -699,8 +708,24 @@ def tool_specs(refactored: RefactoredToolset, plan: EnvPlan) -> dict[str, dict[s
             "options": dict(tool_plan.options),
             "family": tool_plan.family,
             "initial_status": _initial_status(entity, tool_plan),
+            "by_name": _by_name(tool, tool_plan),
         }
     return specs
+
+
+def _by_name(tool: ToolSchema, plan: ToolPlan) -> bool:
+    """Does the id parameter's description say a name is accepted in place of the id ("project ID or name")?"""
+    if not plan.id_param or plan.template == "read_many":
+        return False
+    schema = tool.parameters.get("properties", {}).get(plan.id_param, {})
+    text = f"{schema.get('description', '')} {tool.description}".lower()
+    return bool(_BY_NAME.search(text))
+
+
+_BY_NAME = re.compile(
+    r"\b(id|identifier) or (its |the )?(name|title)\b|\b(name|title) or (its |the )?(id|identifier)\b"
+    r"|\bby (its |their )?(name|title)\b"
+)
 
 
 def behaviour_line(plan: ToolPlan) -> str:

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from data.models import StrictModel, ToolKind, ToolSchema
 from envgen.behaviours import BALANCES, NATURAL_KEYS, classify, family_of, inferred_fields, is_flag, search_options
+from envgen.fidelity import COMPUTED_FAMILIES, READ_ONLY_FAMILIES, STATE_FAMILIES, Promise, promise
 from envgen.naming import id_prefix, pluralize, singularize
 from gustforge.registry import Registry
 
@@ -110,6 +111,12 @@ class ToolPlan(StrictModel):
     status_value: str | None = Field(default=None, description="Value an argument-less update writes to status.")
     options: dict[str, Any] = Field(default_factory=dict, description="Family-specific settings (envgen.behaviours).")
     lookup: bool = Field(default=False, description="read_one keyed by a natural key (reference lookup).")
+    natural_key: bool = Field(default=False, description="A write keyed by a natural key (name, url, path).")
+    reason: str | None = Field(
+        default=None,
+        description="Why the planner overruled the name-based draft to keep the description's promise, or why no "
+        "family fits a promised action (log-only); recorded in the manifest notes.",
+    )
 
     @property
     def family(self) -> str:
@@ -199,7 +206,103 @@ def _participle(verb: str) -> str:
 
 
 def _draft(tool: ToolSchema) -> ToolPlan:
-    """A tool's plan before entities are known: CRUD draft, then its behaviour family, then lookup/log-only."""
+    """A tool's plan before entities are known: the name-based draft, then held to the description's promise."""
+    return _honour(tool, _name_draft(tool), promise(tool))
+
+
+def _honour(tool: ToolSchema, plan: ToolPlan, said: Promise) -> ToolPlan:
+    """Keep the promise: an action never becomes a lookup/search/get; a get/list/search never changes state.
+
+    A promised write that fits no writing family is log-only with the reason (never a lookup); a promised read
+    built as a writing family (or the log-only fallback) becomes a lookup or a search of its collection.
+    """
+    family = plan.family
+    if said.effect == "write" and family in READ_ONLY_FAMILIES and family not in COMPUTED_FAMILIES:
+        return _write_plan(tool, said, family)
+    if said.effect == "read" and family in STATE_FAMILIES:
+        return _read_plan(tool, said, family)
+    if said.effect == "compute" and family in STATE_FAMILIES and family != "log_only":
+        return _read_plan(tool, said, family)  # `word_cloud_by_post_ids` computes; "post" is not a message
+    return plan
+
+
+def _write_plan(tool: ToolSchema, said: Promise, was: str) -> ToolPlan:
+    props: dict[str, Any] = tool.parameters.get("properties", {})
+    verb = said.verb or ""
+    kind = VERB_KINDS.get(verb) if verb in VERB_KINDS else ToolKind.ACTION
+    if kind is ToolKind.READ:
+        kind = ToolKind.ACTION
+    entity = infer_entity(tool.name, tool.parameters, ToolKind.UPDATE if kind is ToolKind.ACTION else kind)
+    singular = singularize(entity) if entity else None
+    id_param = _id_param_for(singular, props) if singular else None
+    why = f"{said.reason}; the name-based draft was '{was}'"
+    if entity is not None and (id_param is not None or kind is ToolKind.CREATE) and kind is not ToolKind.ACTION:
+        draft = _crud_draft(tool, kind, entity, singular, id_param, props)
+        chosen = classify(tool, draft)
+        if chosen.family not in READ_ONLY_FAMILIES:
+            return _settle(chosen, tool).model_copy(update={"reason": why})
+    if entity is not None and id_param is None and kind in (ToolKind.UPDATE, ToolKind.DELETE):
+        key = _natural_write_key(tool)
+        fields = [p for p in props if p != key and not is_flag(p, props[p])]
+        if key is not None and (fields or kind is ToolKind.DELETE):  # `remove_documentation(name)`: named record
+            draft = _crud_draft(tool, kind, entity, singular, key, props)
+            return draft.model_copy(update={"natural_key": True, "reason": f"{why}; keyed by '{key}'"})
+    if entity is not None and id_param is None and kind in (ToolKind.ACTION, ToolKind.CREATE):
+        fields = [p for p in props if not is_flag(p, props[p])]
+        entity = _action_noun(tool.name, verb) or entity
+        singular = singularize(entity)
+        if fields:  # `start_scan(target)`, `execute_command(command)`: the run is a new record of its noun
+            draft = _crud_draft(tool, ToolKind.CREATE, entity, singular, None, props)
+            return draft.model_copy(update={"reason": f"{why}; the {verb} is recorded as a new {singular}"})
+    if entity is not None and id_param is not None:
+        candidate = ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", entity=entity,
+                             id_param=id_param, field_params=tuple(props))  # fmt: skip
+        chosen = classify(tool, candidate)
+        if chosen is not candidate and chosen.family not in READ_ONLY_FAMILIES:
+            return _settle(chosen, tool).model_copy(update={"reason": why})
+    return _log_only(tool).model_copy(
+        update={"reason": f"{why}; no writing family fits ({_missing(kind, entity, id_param)}): log-only"}
+    )
+
+
+def _action_noun(name: str, verb: str) -> str | None:
+    """The collection an action's run is recorded in: the name's last word that is not the verb (`start_scan`)."""
+    tokens = [t for t in name.split("_") if t and t != verb and t not in _STOP and not t.isdigit()]
+    return pluralize(singularize(tokens[-1])) if tokens else None
+
+
+def _natural_write_key(tool: ToolSchema) -> str | None:
+    """The required parameter that names the record a write changes (a name, url, path, key...), if any."""
+    props: dict[str, Any] = tool.parameters.get("properties", {})
+    required = [p for p in tool.parameters.get("required", []) if p in props]
+    keys = [p for p in required if props[p].get("type") in ("string", "integer") and not is_flag(p, props[p])]
+    singular = singularize(infer_entity(tool.name, tool.parameters, ToolKind.UPDATE) or "")
+    named = [p for p in keys if p in (singular, f"{singular}_name") or (NATURAL_KEYS.search(p) and p not in _QUERY)]
+    return named[0] if named else None
+
+
+def _missing(kind: ToolKind, entity: str | None, id_param: str | None) -> str:
+    if entity is None:
+        return "names no record collection"
+    if id_param is None and kind is not ToolKind.CREATE:
+        return f"no id parameter names the {singularize(entity)} to change"
+    return f"'{kind.value}' is not a record change"
+
+
+def _read_plan(tool: ToolSchema, said: Promise, was: str) -> ToolPlan:
+    props: dict[str, Any] = tool.parameters.get("properties", {})
+    entity = infer_entity(tool.name, tool.parameters, ToolKind.READ) or "items"
+    singular = singularize(entity)
+    base = ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", field_params=tuple(props))
+    why = f"{said.reason}; the name-based draft was '{was}'"
+    id_param = _id_param_for(singular, props)
+    plan = None if id_param else _lookup(tool, base, entity)  # a record's own id: get it by id, no lookup table
+    plan = plan or _crud_draft(tool, ToolKind.READ, entity, singular, id_param, props)
+    return plan.model_copy(update={"reason": why})
+
+
+def _name_draft(tool: ToolSchema) -> ToolPlan:
+    """The draft from the name and plan: CRUD draft, then its behaviour family, then lookup/log-only."""
     props: dict[str, Any] = tool.parameters.get("properties", {})
     kind = infer_kind(tool.name)  # from the name, never from an earlier plan: planning is idempotent
     entity = infer_entity(tool.name, tool.parameters, kind)
@@ -250,7 +353,7 @@ def _crud_draft(tool: ToolSchema, kind: ToolKind, entity: str, singular: str | N
                         options=options)  # fmt: skip
     status = None
     if kind is ToolKind.UPDATE and not rest:
-        status = _participle(next(t for t in tool.name.split("_") if t in VERB_KINDS))
+        status = _participle(next((t for t in tool.name.split("_") if t in VERB_KINDS), "update"))
     return ToolPlan(name=tool.name, kind=kind, template=_WRITE_TEMPLATES[kind], entity=entity, id_param=id_param,
                     field_params=tuple(rest), response_key=singular, status_value=status)  # fmt: skip
 
@@ -331,7 +434,7 @@ def _entity(name: str, plans: list[ToolPlan], by_name: dict[str, ToolSchema]) ->
         return EntitySpec(name=name, singular="balance", id_field="address", id_prefix="ADR", natural_key=True,
                           fields={"owner": {"type": "string"}, "balance": {"type": "number", "minimum": 0}},
                           id_schema={"type": "string", "pattern": "^0x[0-9a-f]{40}$"})  # fmt: skip
-    lookup = next((p for p in plans if p.lookup), None)
+    lookup = next((p for p in plans if p.lookup or p.natural_key), None)
     id_type: Literal["string", "integer"] = "string"
     id_field = f"{singular}_id" if name != OUTBOX else "message_id"
     fields: dict[str, dict[str, Any]] = {}
@@ -440,13 +543,17 @@ def _separate_lookups(drafts: list[ToolPlan]) -> list[ToolPlan]:
     for plan in drafts:
         if plan.entity is None:
             continue
-        if plan.lookup:
+        if plan.lookup or plan.natural_key:
             keys.setdefault(plan.entity, set()).add(plan.id_param)
         elif plan.id_param or plan.template not in ("read_many",):
             synthetic.add(plan.entity)
     out = []
     for plan in drafts:
-        if plan.lookup and plan.entity is not None and (plan.entity in synthetic or len(keys[plan.entity]) > 1):
+        if (
+            (plan.lookup or plan.natural_key)
+            and plan.entity is not None
+            and (plan.entity in synthetic or len(keys[plan.entity]) > 1)
+        ):
             plan = plan.model_copy(update={"entity": f"{plan.entity}_by_{plan.id_param}"})
         out.append(plan)
     return out

@@ -597,12 +597,10 @@ def _toolset(candidate: _Candidate, cfg: EnvGenConfig) -> Toolset:
     tools = [_raw_tool(t, cfg) for t in candidate.tools]
     if not tools:
         raise InputError("no_tools: the record lists no tools")
-    names = [t.name for t in tools]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise InputError(f"duplicate_tool_names: {', '.join(duplicates)}")
+    tools, notes = _dedupe(tools)
     if len(tools) < cfg.min_tools:
-        raise InputError(f"too_few_tools: {len(tools)} < min_tools={cfg.min_tools}")
+        after = f" after dropping repeated listings of {', '.join(sorted(notes))}" if notes else ""
+        raise InputError(f"too_few_tools: {len(tools)} < min_tools={cfg.min_tools}{after}")
     if len(tools) > cfg.max_tools:
         raise InputError(f"too_many_tools: {len(tools)} > max_tools={cfg.max_tools}")
     key = sorted((t.model_dump(mode="json") for t in tools), key=lambda t: t["name"])
@@ -613,7 +611,27 @@ def _toolset(candidate: _Candidate, cfg: EnvGenConfig) -> Toolset:
         description=_clip(candidate.description.strip(), cfg, "toolset"),
         tools=tuple(tools),
         provenance=candidate.provenance,
+        notes=notes,
     )
+
+
+def _dedupe(tools: list[RawTool]) -> tuple[list[RawTool], dict[str, str]]:
+    """One tool per name: a repeated listing is dropped (the first kept) and noted, never a reason to reject the
+    toolset; the rejection `duplicate_tool_names` stays for a toolset whose names collapse below two tools."""
+    kept: dict[str, RawTool] = {}
+    counts: dict[str, int] = {}
+    for tool in tools:
+        counts[tool.name] = counts.get(tool.name, 0) + 1
+        kept.setdefault(tool.name, tool)
+    notes = {}
+    for name, count in counts.items():
+        if count > 1:
+            same = all(t == kept[name] for t in tools if t.name == name)
+            how = "identical" if same else "differing; the first kept"
+            notes[name] = f"listed {count} times by the source ({how}): duplicates dropped at ingest"
+    if notes and len(kept) < 2:
+        raise InputError(f"duplicate_tool_names: {', '.join(sorted(notes))} (no second distinct tool left)")
+    return list(kept.values()), notes
 
 
 # --------------------------------------------------------------------------------------------- driver

@@ -7,7 +7,10 @@ operators apply to the offline templates and to LLM-written code alike (registry
     state_skipped    the tool runs on the DB, then the DB is restored (the promised state change never happens)
     wrong_record     the id argument is swapped for another existing id of the same collection
     empty_result     a successful answer loses its payload (lists -> [], records -> {}, values -> None)
-Which operators apply to a tool follows its behaviour family (`applicable`). Score = killed / applicable mutants.
+    family_swap      the tool's family swapped: a write answers like a lookup (same payload, no state change), a
+                     read/computation also writes (an event lands in the DB): the tests must pin the family
+Which operators apply to a tool follows its behaviour family (`applicable`). Score = killed / applicable mutants;
+`operator_tally` gives one operator's share (the family-swap score of the manifest).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from gustforge.registry import Registry
 from gustforge.sandbox import SandboxWorker
 from gustforge.sandbox.testing import VariantRun
 
-__all__ = ["OPERATORS", "Operator", "applicable", "factories_source", "mutant_source", "score_suite"]
+__all__ = ["OPERATORS", "Operator", "applicable", "factories_source", "mutant_source", "operator_tally", "score_suite"]
 
 Params = Callable[[ToolSchema, ToolPlan, EnvPlan], tuple[Any, ...]]
 
@@ -83,6 +86,26 @@ _operator("empty_result", "", [
     "        empty[key] = None",
     "return empty",
 ])  # fmt: skip
+_operator("family_swap", ", mode", [
+    "if mode == 'write':",
+    "    out = original(_mut_copy.deepcopy(db), **kwargs)",
+    "    if isinstance(out, dict) and out.get('status') == 'success':",
+    "        return {**out, 'message': 'found'}",
+    "    return out",
+    "out = original(db, **kwargs)",
+    "if isinstance(out, dict) and out.get('status') == 'success':",
+    "    log = db.setdefault('action_log', {})",
+    "    log['EVT-SWAP-' + str(len(log) + 1)] = {'event_id': 'EVT-SWAP', 'tool': 'family_swap', 'arguments': {}}",
+    "return out",
+], lambda tool, plan, env: ("write" if plan.template in _WRITES else "read",))  # fmt: skip
+
+
+def operator_tally(report: MutationReport | None, operator: str) -> dict[str, Any]:
+    """One operator's mutants in a report: killed, total, score (None when none applied) and the survivors."""
+    mine = [m for m in (report.mutants if report else ()) if m.operator == operator]
+    killed = sum(m.killed for m in mine)
+    return {"killed": killed, "total": len(mine), "score": round(killed / len(mine), 4) if mine else None,
+            "survivors": sorted({m.tool for m in mine if not m.killed})}  # fmt: skip
 
 
 def factories_source() -> str:
@@ -129,6 +152,8 @@ def applicable(tool: ToolSchema, plan: ToolPlan, env: EnvPlan, db: dict[str, Any
         ops.append("wrong_record")
     if plan.template in _RESULTS:
         ops.append("empty_result")
+    if plan.template in _WRITES or plan.template in _RESULTS:
+        ops.append("family_swap")
     return ops
 
 

@@ -34,7 +34,12 @@ Refactoring Requirements (Step 2): Refactor the names, descriptions, and paramet
 clear logic and no redundant cross-function dependencies.
 - OpenAI Schema Refinement:
   - Name: Concise and precise, reflecting the core function (lowercase + underscores).
-  - Description: Clear and complete, explaining the purpose and scope within the business scenario.
+  - Description: Clear and complete, explaining the purpose and scope within the business scenario. Begin it \
+with the verb that states what the tool really does to the application's state, decided from the tool's own \
+description and parameters rather than its name: a read ("Get", "List", "Search": returns what exists, changes \
+nothing), a change ("Create", "Update", "Delete", "Set", "Send", "Start", "Transfer": changes records or the \
+world) or a computation ("Calculate", "Convert", "Encode": a pure function of the arguments). The environment's \
+behaviour is planned from this verb first and the name second.
   - Parameters: Optimize names and descriptions to ensure clarity; limit to the maximum number of parameters given \
 with the input, using standard Python types (int, float, str, list/array, dict). Never drop a required parameter.
 - Call Correlation: Build business logic-driven constraints for the toolset. Define dependencies where the input of \

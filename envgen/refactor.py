@@ -261,16 +261,42 @@ def _merge_response(own: dict[str, Any], template: dict[str, Any]) -> dict[str, 
 @REFACTORERS.register("offline")
 def _refactor_offline(toolset: Toolset, cfg: EnvGenConfig, client: LLMClient | None = None) -> RefactoredToolset:
     names = _tool_names(toolset.tools, toolset.name)
-    notes: dict[str, str] = {}
-    drafts = [_draft_tool(raw, name, cfg, notes) for raw, name in zip(toolset.tools, names, strict=True)]
+    notes: dict[str, str] = dict(toolset.notes)
+    pairs = _draft_all([(raw, name, None) for raw, name in zip(toolset.tools, names, strict=True)], cfg, notes)
     return RefactoredToolset(
         toolset_id=toolset.toolset_id,
         name=toolset.name,
         description=_clean_text(toolset.description, cfg.max_description_chars),
-        tools=finalize_tools(drafts),
-        name_map={raw.name: name for raw, name in zip(toolset.tools, names, strict=True)},
+        tools=finalize_tools([draft for draft, _ in pairs]),
+        name_map={raw.name: draft.name for draft, raw in pairs},
         notes=notes,
     )
+
+
+def _draft_all(
+    items: list[tuple[RawTool, str, dict[str, Any] | None]], cfg: EnvGenConfig, notes: dict[str, str]
+) -> list[tuple[ToolSchema, RawTool]]:
+    """Draft every tool; a few tools above the parameter cap are dropped with a note instead of rejecting the
+    toolset. The toolset is still rejected (`too_many_required_params`, reasoned) when the dropped tools are more
+    than half of it or leave fewer than `min_tools`: then the cap, not one tool, is the problem."""
+    out: list[tuple[ToolSchema, RawTool]] = []
+    over: list[str] = []
+    for raw, name, response in items:
+        try:
+            draft = _draft_tool(raw, name, cfg, notes)
+        except RefactorError as exc:
+            if not str(exc).startswith("too_many_required_params"):
+                raise
+            over.append(name)
+            notes[name] = f"tool dropped by the refactorer: {str(exc).partition(': ')[2]}"
+            continue
+        out.append((draft.model_copy(update={"response": response}) if response is not None else draft, raw))
+    if over and (len(over) * 2 > len(items) or len(out) < cfg.min_tools):
+        raise RefactorError(
+            f"too_many_required_params: {len(over)} of {len(items)} tools have more required parameters than "
+            f"max_params={cfg.max_params} ({', '.join(over[:5])})"
+        )
+    return out
 
 
 # --------------------------------------------------------------------------------------------- LLM backend
@@ -350,15 +376,15 @@ def _check_reply(toolset: Toolset, reply: dict[str, Any], cfg: EnvGenConfig) -> 
     if sorted(sources) != sorted(raw_names):
         raise RefactorError(f"llm_tool_mismatch: refactored {sorted(sources)} but the toolset has {sorted(raw_names)}")
     taken: set[str] = set()
-    drafts = []
-    notes: dict[str, str] = {}
+    notes: dict[str, str] = dict(toolset.notes)
+    staged = []
     for item in items:
         fn = item["function"]
         name = unique_name(snake_case(fn["name"], fallback="tool"), taken)
         taken.add(name)
         raw = RawTool(name=item["source_name"], description=fn["description"], parameters=fn["parameters"])
-        draft = _draft_tool(raw, name, cfg, notes)
-        drafts.append(draft.model_copy(update={"response": fn["response"]}))
+        staged.append((raw, name, fn["response"]))
+    drafts = [draft for draft, _ in _draft_all(staged, cfg, notes)]
     return RefactoredToolset(
         toolset_id=toolset.toolset_id,
         name=toolset.name,

@@ -226,7 +226,9 @@ class _Ctx:
             )
             if value != avoid and _valid(value, schema):
                 return value
-        return sample_value(param, schema, self.rng, index)
+        value = sample_value(param, schema, self.rng, index)
+        other = _differing(value) if value == avoid and avoid is not None else value
+        return other if _valid(other, schema) else value
 
     def required_args(self, record: dict[str, Any] | None = None) -> dict[str, Any]:
         args = {}
@@ -236,6 +238,21 @@ class _Ctx:
             else:
                 args[param] = self.value(param)
         return args
+
+
+def _differing(value: Any) -> Any:
+    """A nearby value unequal to `value`: an update must change what it writes, or its test proves nothing."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    if isinstance(value, str):
+        return f"{value} (updated)"
+    if isinstance(value, dict):
+        return {**value, "updated": True}
+    if isinstance(value, list):
+        return [*value, *value[:1]] if value else value
+    return value
 
 
 def valid_arguments(

@@ -53,6 +53,9 @@ def quality(
 
         probed = probe_records(records, schemas, {env: envs_dir / env for env in schemas})
         report = report.model_copy(update={"probes": margin_summary(probed)})
+    from envgen.fidelity import run_fidelity  # behaviour/description contradictions, family-swap kills (issue 21)
+
+    report = report.model_copy(update={"dataset": {**report.dataset, **run_fidelity(envs_dir)}})
     previous = out / "reports" / "quality.json"
     if previous.is_file():  # keep what the build's quality stage measured before its drops
         earlier = json.loads(previous.read_text(encoding="utf-8"))

@@ -133,8 +133,8 @@ def test_mutation_operators_follow_the_family(toucan: dict[str, Toolset]) -> Non
     db = synthesize_database(rt, seed=0)
     plan = plan_environment(rt.tools)
     ops = {t.name: applicable(t, p, plan, db) for t, p in zip(rt.tools, plan.tools, strict=True)}
-    assert ops["transfer_item"] == ["no_validation", "state_skipped", "wrong_record"]
-    assert ops["get_item"] == ["no_validation", "wrong_record", "empty_result"]
+    assert ops["transfer_item"] == ["no_validation", "state_skipped", "wrong_record", "family_swap"]
+    assert ops["get_item"] == ["no_validation", "wrong_record", "empty_result", "family_swap"]
     assert "filters_ignored" in ops["list_items"] and "state_skipped" not in ops["list_items"]
 
 
@@ -145,7 +145,7 @@ def test_score_counts_kills_and_a_hollow_suite_scores_zero(worker: SandboxWorker
     report = score_suite(rt, db, source, worker, seed=0)
     assert report.score == 1.0 and report.killed == report.total > 10
     assert {m.operator for m in report.mutants} == {
-        "no_validation", "filters_ignored", "state_skipped", "wrong_record", "empty_result"
+        "no_validation", "filters_ignored", "state_skipped", "wrong_record", "empty_result", "family_swap"
     }  # fmt: skip
     hollow = "".join(f"def test_{t.name}_runs(env):\n    env.call_tool({t.name!r}, {{}})\n" for t in rt.tools)
     weak = score_suite(rt, db, source, worker, seed=0, tests_source=hollow)

@@ -59,14 +59,16 @@ class TestSample:
         reasons = sorted(q.reason.split(":")[0] for q in result.quarantine)
         assert reasons == [
             "duplicate_of",
-            "duplicate_tool_names",
             "malformed_json",
             "non_object_parameters",
             "ref_cycle",
             "too_few_tools",
         ]
-        assert len(result.toolsets) == 12 and result.report.balanced and result.report.inputs == 18
-        assert all(4 <= len(t.tools) <= 8 for t in result.toolsets)
+        assert len(result.toolsets) == 13 and result.report.balanced and result.report.inputs == 18
+        repaired = [t for t in result.toolsets if t.notes]  # the toolset listing one tool twice is kept, noted
+        assert len(repaired) == 1 and len(repaired[0].tools) == 2
+        assert all("duplicates dropped at ingest" in note for note in repaired[0].notes.values())
+        assert all(4 <= len(t.tools) <= 8 for t in result.toolsets if not t.notes)
 
     def test_provenance_points_at_the_raw_line(self, samples_dir: Path) -> None:
         path = samples_dir / "raw" / "toucan_rows.jsonl"
@@ -160,6 +162,13 @@ class TestBadRecords:
         result = read_toolsets(_write(tmp_path / "t.json", {"tools": tools}))
         assert [q.reason for q in result.quarantine] == [reason] and not result.toolsets
         assert result.report.balanced and result.report.dropped == {reason: 1}
+
+    def test_a_tool_listed_twice_is_kept_once_with_a_note(self, tmp_path: Path) -> None:
+        result = read_toolsets(_write(tmp_path / "t.json", {"tools": [_tool("a"), _tool("b"), _tool("a")]}))
+        assert not result.quarantine and len(result.toolsets) == 1
+        toolset = result.toolsets[0]
+        assert [t.name for t in toolset.tools] == ["a", "b"]
+        assert toolset.notes == {"a": "listed 2 times by the source (identical): duplicates dropped at ingest"}
 
     def test_malformed_jsonl_line_does_not_stop_the_file(self, tmp_path: Path) -> None:
         good = json.dumps({"server_name": "S", "tools": [{"name": "a"}, {"name": "b"}]})

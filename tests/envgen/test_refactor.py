@@ -98,6 +98,14 @@ class TestParameters:
         with pytest.raises(RefactorError, match="too_many_required_params"):
             refactor_toolset(_toolset(_raw("x", props, required=tuple("abcde")), _raw("y")), EnvGenConfig(max_params=4))
 
+    def test_one_tool_over_the_cap_is_dropped_with_a_note_not_the_toolset(self) -> None:
+        props = {k: {"type": "string"} for k in "abcdef"}
+        names = ["get_order", "list_orders", "add_order", "update_order", "delete_order"]
+        tools = [_raw("x", props, required=tuple("abcde")), *(_raw(n) for n in names)]
+        out = refactor_toolset(_toolset(*tools), EnvGenConfig(max_params=4))
+        assert [t.name for t in out.tools] == names and "x" not in out.name_map
+        assert out.notes["x"].startswith("tool dropped by the refactorer") and "5 > max_params=4" in out.notes["x"]
+
 
 class TestKindsAndEntities:
     @pytest.mark.parametrize(
@@ -177,8 +185,11 @@ def test_normalizer_properties(tools: list, cap: int | None) -> None:
         return
     new = [t.name for t in out.tools]
     assert len(set(new)) == len(new) and all(SNAKE.match(n) for n in new)
-    assert set(out.name_map) == set(names)
-    for raw, tool in zip(raws, out.tools, strict=True):
+    over = {r.name for r in raws if cap is not None and len(r.parameters["required"]) > cap}
+    assert set(out.name_map) == set(names) - over  # a few tools over the cap are dropped, with a note
+    assert all(out.notes[t].startswith("tool dropped") for t in out.notes if t not in out.name_map.values())
+    kept = [r for r in raws if r.name not in over]
+    for raw, tool in zip(kept, out.tools, strict=True):
         validator_for(tool.parameters).check_schema(tool.parameters)
         assert len(tool.parameters["required"]) == len(raw.parameters["required"])
         assert cap is None or len(tool.parameters["properties"]) <= cap

@@ -84,7 +84,10 @@ def test_valid_arguments_come_from_the_db() -> None:
         ),
         (('    record["status"] = target\n', "    pass\n"), "test_cancel_order_transitions"),
         (
-            ("    if record is None:\n        return None, _error(", "    if False:\n        return None, _error("),
+            (
+                "    if record is None:\n        return None, _not_found(",
+                "    if False:\n        return None, _not_found(",
+            ),
             "test_get_order_rejects_bad_input",
         ),
     ],
