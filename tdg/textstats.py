@@ -148,12 +148,21 @@ def _calls(trace: GoldenTrace) -> list[TraceCall]:
 
 
 def spaced_tool_names(trace: GoldenTrace, text: TaskText) -> list[str]:
-    """Tools of the trace whose multi-word name is written out as a phrase ("singstat get metadata")."""
-    shown = _norm(_QUOTED.sub(" ", shown_text(text)))
+    """Tools of the trace whose multi-word name, holding a verb, is written out as a phrase ("singstat get
+    metadata", "create an openproject create project"); a verbless name read as a noun ("the user profile") is not.
+    """
+    from tdg.quality import ACTION_VERBS
+    from tdg.taskgen import _MORE_VERBS
+
+    shown = _norm(_QUOTED.sub(" qvalue ", shown_text(text)))
     found = []
     for name in dict.fromkeys(call.name for call in _calls(trace)):
         words = name_words(name)
-        if len(words) >= 2 and re.search(r"(?<!\w)" + r"\W+".join(map(re.escape, words)) + r"(?!\w)", shown):
+        verbs = [w for w in words if w in ACTION_VERBS or w in _MORE_VERBS]
+        if len(words) < 2 or not verbs or all(w in verbs or w in ("and", "or") for w in words):
+            continue  # a noun ("user profile") or a plain verb phrase ("drag and drop") is how a user says it
+        phrase = r"(?<!\w)" + r"[\s_-]+".join(map(re.escape, words)) + r"(?!\w)(?!\s+(qvalue|-?\d))"
+        if re.search(phrase, shown):  # a phrase right before a value labels the value ("refresh token "0e3e…"")
             found.append(name)
     return found
 
