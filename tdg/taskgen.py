@@ -377,6 +377,8 @@ def _fact_request(facts: Sequence[AnswerFact], obj: str) -> str:
 def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str, Any], rng: random.Random) -> str:
     """One requested call as the user says it: behaviour, object, the values it needs and what to report back."""
     verb, obj, kind = _user_verb_object(call, definitions, rng)
+    if verb == "new":  # "new_page" -> create a page
+        verb = "create"
     values = _value_phrases(stated_arguments(call), obj)
     report = _fact_request(facts, obj)
     if not obj:
@@ -386,9 +388,11 @@ def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str,
         where = f" for {values}" if values and not values.startswith(("named", "titled")) else f" {values}"
         if facts and report.startswith(" and tell me its") and rng.random() < 0.5:
             labels = report.removeprefix(" and tell me its ")
+            if labels == obj:
+                return f"what is {noun}{where.rstrip()}?"
             return f"what {'are' if ' and ' in labels else 'is'} the {labels} of {noun}{where.rstrip()}?"
         return f"{verb} {noun}{where.rstrip()}{report}"
-    new = verb in _NEW_VERBS or kind == "create"
+    new = kind == "create" or (verb in _NEW_VERBS and kind not in ("update", "delete"))
     noun = f"a new {obj}" if new and rng.random() < 0.5 else (f"{_article(obj)} {obj}" if new
                                                               else f"the {obj}")  # fmt: skip
     return f"{verb} {noun}{' with ' + values if values else ''}{report}"

@@ -28,6 +28,8 @@ __all__ = [
     "shown_text",
     "sentences",
     "name_words",
+    "names_any",
+    "READ_SYNONYMS",
     "spaced_tool_names",
     "value_dumps",
     "grammar_problems",
@@ -39,6 +41,9 @@ __all__ = [
     "text_stats",
 ]
 
+READ_SYNONYMS = frozenset("get list fetch read show view query lookup look retrieve find search check pull display "
+                          "what".split())  # fmt: skip
+"""A read call is named by any of these: 'get_order' may be said as 'look up the order' or 'what is the order'."""
 _STOP = frozenset("a an the of to for by with from in on at and or my me is are be it its".split())
 
 VALUE_DUMP_PATTERNS: tuple[str, ...] = (
@@ -125,6 +130,14 @@ def _stem(word: str) -> str:
 
 def _has_word(word: str, text: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(word)}s?(?!\w)", text) is not None
+
+
+def names_any(words: set[str] | Sequence[str], sentence: str) -> bool:
+    """Some word (or its singular/plural) occurs in the sentence; a read verb stands for every read verb."""
+    wanted = set(words)
+    if wanted & READ_SYNONYMS:
+        wanted |= READ_SYNONYMS
+    return any(_has_word(w, sentence) or _has_word(_stem(w), sentence) for w in wanted)
 
 
 def _in(value: Any, text: str) -> bool:
@@ -245,7 +258,7 @@ def unlinked_picks(trace: GoldenTrace, text: TaskText) -> list[str]:
     for pick in picks:
         value, words = pick.criterion_value(), pick.tie_words()
         holding = [s for s in said if _in(value, s)]
-        if not any(any(_has_word(w, s) or _has_word(_stem(w), s) for w in words) for s in holding):
+        if not any(names_any(words, s) for s in holding):
             found.append(f"{pick.call.name}.{pick.arg} by {pick.criterion or 'nothing'}")
     return found
 

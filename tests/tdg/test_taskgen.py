@@ -57,7 +57,7 @@ class TestWriteTaskOffline:
         for stage in trace.stages:
             for call in stage.calls:
                 for value in stated_arguments(call).values():
-                    assert json.dumps(value).strip('"') in text.user_query
+                    assert json.dumps(value).strip('"') in _task_text(text)
 
     def test_dialogue_plays_the_information_gap_without_repeating_the_query(self, env, credit_trace, offline):
         texts = [write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=s)
