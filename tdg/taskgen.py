@@ -131,7 +131,7 @@ _STRUCTURAL = frozenset("status message success ok tool error result arguments u
 _MAX_FACTS = 2
 _MAX_TASK_FACTS = 4
 _MORE_VERBS = frozenset("switch take kill type wait hover initialize init refresh serve navigate launch terminate "
-                        "submit toggle post publish sync fetch".split())  # fmt: skip
+                        "submit toggle post publish sync fetch evaluate extract equip generate setup initiate".split())  # fmt: skip
 _LONG_TEXT_KEYS = frozenset("description summary content notes note body text comment details bio".split())
 _PICK_FIELD = ("the {entity} whose {key} is {value}", "the {entity} with {key} {value}")
 _PICK_POSITION = ("the {position} {entity} listed", "the {position} {entity} in the list")
@@ -186,8 +186,8 @@ def _verb_object(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> tup
     at = next((i for i, w in enumerate(words[:-1]) if w in known), None)
     if at is None and len(words) > 1 and words[-1] in known:  # "app_create" -> ("create", "app")
         return words[-1], " ".join(words[:-1])
-    if at is None and len(words) > 1 and words[0] in verbs:  # "kill_process" described as "Kill a process ..."
-        at = 0
+    if at is None and len(words) > 1:  # "kill_process" described as "Kill a process ...", "ios_evaluate_quality"
+        at = next((i for i, w in enumerate(words[:-1]) if w in verbs), None)
     if at is not None:
         if words[at + 1] in _PREPOSITIONS and at + 2 < len(words):  # "wait_for_selector" -> "wait for", "selector"
             return f"{words[at]} {words[at + 1]}", " ".join(words[at + 2 :])
@@ -276,7 +276,8 @@ def _fact_candidates(call: TraceCall, kind: str) -> list[tuple[int, str, str, An
             for sub, leaf in sorted(value.items()):
                 add(f"{key}.{sub}", sub, leaf)
         elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
-            found.append((1 if kind == "read" else 4, key, f"how many {_humanize(key)}", len(value)))
+            plural = _humanize(key) if key.endswith("s") else f"{_humanize(key)} entries"
+            found.append((1 if kind == "read" else 4, key, f"how many {plural}", len(value)))
         elif key not in ("count", "total"):
             add(key, key, value)
     return sorted(found, key=lambda f: (f[0], f[1]))
@@ -342,9 +343,10 @@ def _user_verb_object(call: TraceCall, definitions: Mapping[str, Any], rng: rand
     words = obj.split()
     if words and words[0] in _PREPOSITIONS:  # 'search_by_title' -> the title
         obj = _entity(call) or " ".join(w for w in words if w not in _PREPOSITIONS)
-    if len(words) == 1 and (words[0] in ACTION_VERBS or words[0] in _MORE_VERBS) and _entity(call):
+    whole = obj == _humanize(call.name)
+    if whole and len(words) == 1 and (words[0] in ACTION_VERBS or words[0] in _MORE_VERBS) and _entity(call):
         verb, obj = words[0], _entity(call)  # "authenticate" -> authenticate the <record it returns>
-    if verb in _READ_VERBS and kind == "read":
+    if verb.split()[0] in _READ_VERBS and kind == "read":
         verb = rng.choice(_USER_READ)
     if not obj:
         obj = _entity(call)
@@ -377,6 +379,7 @@ def _fact_request(facts: Sequence[AnswerFact], obj: str) -> str:
 def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str, Any], rng: random.Random) -> str:
     """One requested call as the user says it: behaviour, object, the values it needs and what to report back."""
     verb, obj, kind = _user_verb_object(call, definitions, rng)
+    asks_a_read = verb in _USER_READ
     if verb == "new":  # "new_page" -> create a page
         verb = "create"
     values = _value_phrases(stated_arguments(call), obj)
@@ -386,14 +389,14 @@ def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str,
     if kind == "read":
         noun = obj if obj.startswith("all ") else f"the {obj}"
         where = f" for {values}" if values and not values.startswith(("named", "titled")) else f" {values}"
-        if facts and report.startswith(" and tell me its") and rng.random() < 0.5:
+        if asks_a_read and facts and report.startswith(" and tell me its") and rng.random() < 0.5:
             labels = report.removeprefix(" and tell me its ")
             if labels == obj:
                 return f"what is {noun}{where.rstrip()}?"
             return f"what {'are' if ' and ' in labels else 'is'} the {labels} of {noun}{where.rstrip()}?"
         return f"{verb} {noun}{where.rstrip()}{report}"
     new = kind == "create" or (verb in _NEW_VERBS and kind not in ("update", "delete"))
-    noun = f"a new {obj}" if new and rng.random() < 0.5 else (f"{_article(obj)} {obj}" if new
+    noun = f"a new {obj}" if new and not obj.startswith("new ") and rng.random() < 0.5 else (f"{_article(obj)} {obj}" if new
                                                               else f"the {obj}")  # fmt: skip
     return f"{verb} {noun}{' with ' + values if values else ''}{report}"
 
