@@ -56,25 +56,38 @@ STAGE = "taskgen"
 TASK_SYSTEM_PROMPT = """\
 Role: You are an expert AI dataset synthesizer specializing in constructing long-horizon reasoning tasks.
 Input Data: Tool Dependency Graph: A logical graph defining the causal links between tools. Golden Trace: A \
-sequence of executed tool calls T = [t1, t2, ..., tn], including input arguments and return values.
+sequence of executed tool calls T = [t1, t2, ..., tn], including input arguments and return values, each with its \
+purpose: "requested" (the user asks for it) or "provides:<tool>.<arg>" (its output supplies an argument of a later \
+call; the user does not ask for it, the agent has to discover it).
 Task: Based on the provided Golden Trace and dependency logic, generate a natural language User Query and a \
 Multi-turn Dialogue History that would naturally lead to this specific sequence of tool executions.
 Requirements:
-- Implicit Dependencies: The user query should not explicitly list every step. Instead, it should state a \
-high-level goal that implicitly requires the agent to figure out the dependencies (e.g., "Book me a flight" \
-implies checking availability first).
-- Information Gap: Ensure the dialogue reflects a realistic interaction where the agent might need to ask for \
-clarification if parameters were missing in the early stages, matching the structure of the Golden Trace.
+- Implicit Dependencies: The user query should not explicitly list every step. Instead, it should state the \
+goals that implicitly require the agent to figure out the dependencies (e.g., "Book me a flight" implies checking \
+availability first).
+- Goals in the user's words: state the goal of every requested call from what it does and the record it acts on \
+("Cancel my Lisbon booking and put the refund on the card I used"), never from the tool's name: no tool name, with \
+or without underscores ("create an openproject create project" is wrong), no step list, no tool descriptions. \
+Never ask for a call whose purpose is "provides:...".
+- Values in context: state verbatim every argument value listed under "values the user must state" (IDs, names, \
+amounts, dates) inside the request it serves, as a user would say it ("book the room for 2 nights from \
+2025-03-04"); never list values apart from their purpose ("Details: ...", "... as the uuid for the coin price") \
+and never state a value that a dependency argument copies from an earlier tool output.
+- Determinism: where a dependency value is one of several results, give the statement listed under "how the user \
+singles out a choice" together with what it is for ("for the refund, use the order placed on 3 March"), so each \
+criterion names the call it serves.
+- Answer facts: ask the questions whose answers are listed under "facts the final reply must contain" (e.g. "and \
+tell me its status"); do not state those values yourself.
+- Voice: write as the user would, in plain, grammatical sentences (no dangling articles, no empty quotes); a short \
+persona or situation and a condition ("if it is already closed, just tell me") are welcome when they fit.
+- Information Gap: the dialogue may reflect a realistic interaction where the agent asks what the user wants; \
+the user query is the user's next message after the dialogue history; do not repeat in it what the history \
+already says (an empty history is fine).
 - Consistency: The generated user intent must strictly align with the final output of the last tool in the trace.
-- Grounding: state verbatim every argument value listed under "values the user must state" (IDs, names, \
-amounts, dates), and never state a value that a dependency argument copies from an earlier tool output.
-- Determinism: where a dependency value is one of several results, state the attribute or rule listed under \
-"how the user singles out a choice" (e.g. "the product named Garden Hose", "the first order listed").
-- Voice: write as the user would. Never quote the tool descriptions, never name the tools, never list the steps.
-- No repetition: the user query is the user's next message after the dialogue history; do not repeat in it \
-what the history already says (an empty history is fine).
 Output Format: Return the result in JSON format containing "user_query", "dialogue_history" (a list of \
-{"role": "user"|"assistant", "content": ...} turns) and "reasoning_chain" (a list of short steps)."""
+{"role": "user"|"assistant", "content": ...} turns) and "reasoning_chain" (a list of short steps). The text is \
+checked: a tool name as a goal, a value dump, broken grammar, a pick not tied to its call or a missing value \
+rejects the task."""
 
 TASK_USER_TEMPLATE = """\
 Tool definitions:
@@ -86,8 +99,14 @@ Tool Dependency Graph (incoming edges of the tools in the trace, [source, target
 Values the user must state (stage, tool, argument, value):
 {stated_values_json}
 
-How the user singles out a choice (stage, tool, argument, statement):
+How the user singles out a choice, tied to its call (stage, tool, argument, statement):
 {pick_criteria_json}
+
+Purpose of each call (stage, tool, purpose):
+{call_purposes_json}
+
+Facts the final reply must contain (ask for them; call index, tool, output field, label, value):
+{answer_facts_json}
 
 Input Trace: {golden_trace_json}"""
 
@@ -180,8 +199,8 @@ def _verb_object(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> tup
     description = str(definitions.get(tool, {}).get("description", ""))
     first = (re.findall(r"[A-Za-z]+", description) or [""])[0].lower()
     verbs = ACTION_VERBS | _MORE_VERBS | {first, first[:-1], first[:-2]} - {""}
-    if words[0] in verbs and len(words) > 1 and words[1] in ("and", "or"):
-        return " ".join(words), ""  # "drag_and_drop" -> "drag and drop"
+    if words[0] in verbs and len(words) > 2 and words[1] in ("and", "or"):  # "drag_and_drop" -> "drag and drop"
+        return " ".join(words[:3]), " ".join(words[3:])  # "load_and_analyze_data" -> "load and analyze", "data"
     known = ACTION_VERBS | _MORE_VERBS
     at = next((i for i, w in enumerate(words[:-1]) if w in known), None)
     if at is None and len(words) > 1 and words[-1] in known:  # "app_create" -> ("create", "app")
