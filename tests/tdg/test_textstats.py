@@ -100,3 +100,17 @@ def test_text_problems_and_stats_over_old_and_new_texts():
     stats = text_stats(records)
     assert stats["value_dump_task_share"] == 0.5 and stats["unlinked_pick_task_share"] == 0.5
     assert stats["answer_check_coverage"] == 0.5 and stats["broken_grammar_task_share"] == 0.0
+
+
+def test_check_solvable_needs_every_pick_tied_to_its_call():
+    from tdg.verify import check_solvable
+
+    untied = TaskText(user_query='Cancel the order and refund the payment. Pick the order whose city is "Lisbon" and '
+                                 'the order whose city is "Porto".')  # fmt: skip
+    tied = TaskText(user_query='To cancel the order, use the order whose city is "Lisbon". To refund the payment, '
+                               'use the order whose city is "Porto".')  # fmt: skip
+    result = check_solvable(_two_picks(), untied)
+    assert not result.ok and [m for m in result.missing if m.startswith("unlinked pick")] == [
+        "unlinked pick cancel_order.order_id by field=city", "unlinked pick refund_payment.order_id by field=city"
+    ]
+    assert check_solvable(_two_picks(), tied).ok
