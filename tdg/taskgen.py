@@ -374,11 +374,12 @@ def _user_verb_object(call: TraceCall, definitions: Mapping[str, Any], rng: rand
     return verb, obj, kind
 
 
-def _value_phrases(values: Mapping[str, Any], obj: str) -> str:
+def _value_phrases(values: Mapping[str, Any], obj: str, *, naming: bool = True) -> str:
+    """'named "Hose" and size 3': each value with what it is (a read's name/title names the record)."""
     parts = []
     for name, value in sorted(values.items()):
         label = _humanize(name)
-        if label in ("name", "title") or label == f"{obj} name":
+        if naming and (label in ("name", "title") or label == f"{obj} name"):
             parts.append(f"{'named' if label != 'title' else 'titled'} {format_value(value)}")
         else:
             parts.append(f"{label} {format_value(value)}")
@@ -401,7 +402,7 @@ def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str,
     asks_a_read = verb in _USER_READ
     if verb == "new":  # "new_page" -> create a page
         verb = "create"
-    values = _value_phrases(stated_arguments(call), obj)
+    values = _value_phrases(stated_arguments(call), obj, naming=kind == "read")
     report = _fact_request(facts, obj)
     if not obj:
         return f"{verb}{' with ' + values if values else ''}{report}"
@@ -420,19 +421,26 @@ def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str,
     return f"{verb} {noun}{' with ' + values if values else ''}{report}"
 
 
-def _pick_sentence(pick: Any, definitions: Mapping[str, Any], rng: random.Random) -> str:
-    """'To cancel the order, use the order whose date is "3 March".' — the criterion tied to the call it serves."""
-    verb, obj = _verb_object(pick.call.name, definitions)
+def _pick_statement(pick: Any, rng: random.Random) -> str:
+    """'the order whose date is "3 March"' / 'the first order listed' (empty for an unknown criterion)."""
     kind, _, spec = pick.criterion.partition("=")
     entity = singular_noun(pick.entity)
     if kind == "field" and isinstance(pick.element, Mapping) and spec in pick.element:
-        statement = rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec),
-                                                   value=format_value(pick.element[spec]))  # fmt: skip
-    elif kind == "position":
-        statement = rng.choice(_PICK_POSITION).format(entity=entity, position=spec)
-    else:
+        return rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec), value=format_value(pick.element[spec]))
+    if kind == "position":
+        return rng.choice(_PICK_POSITION).format(entity=entity, position=spec)
+    return ""
+
+
+def _pick_sentence(picks: Sequence[Any], definitions: Mapping[str, Any], rng: random.Random) -> str:
+    """'To cancel the order, use the order whose date is "3 March".' — the criteria of one call's picks, tied to the
+    call they serve."""
+    statements = list(dict.fromkeys(s for pick in picks if (s := _pick_statement(pick, rng))))
+    if not statements:
         return ""
+    verb, obj = _verb_object(picks[0].call.name, definitions)
     purpose = f"{verb} the {obj}" if obj else verb
+    statement = ", ".join(statements[:-1]) + (" and " if len(statements) > 1 else "") + statements[-1]
     return rng.choice((f"to {purpose}, use {statement}.", f"for the one to {purpose}, take {statement}.",
                        f"when you {purpose}, go with {statement}."))  # fmt: skip
 
@@ -478,12 +486,10 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     if not asks:
         asks.append("finish my request")
     extra = [s for call in flat if not is_requested(call) and (s := _provider_sentence(call, definitions, rng))]
-    said_picks: set[tuple[str, str]] = set()
+    per_call: dict[int, list[Any]] = {}
     for pick in trace_picks(_trace_of(trace_obj)):
-        key = (pick.call.name, canonical_json(pick.criterion_value()))
-        if key not in said_picks and (sentence := _pick_sentence(pick, definitions, rng)):
-            said_picks.add(key)
-            extra.append(sentence)
+        per_call.setdefault(id(pick.call), []).append(pick)
+    extra += [s for picks in per_call.values() if (s := _pick_sentence(picks, definitions, rng))]
     goals = [_sentence(("" if a.endswith("?") else "please " if i == 0 and rng.random() < 0.4
                         else rng.choice(_THEN) if i else "") + a)
              + ("" if a.endswith("?") else ".") for i, a in enumerate(asks)]  # fmt: skip
@@ -573,7 +579,7 @@ def task_inputs(
     ]
     picks = [[index, pick.call.name, pick.arg, sentence]
              for index, stage in enumerate(trace.stages, start=1) for pick in trace_picks(trace)
-             if pick.call in stage.calls and (sentence := _pick_sentence(pick, _defs, random.Random(0)))]  # fmt: skip
+             if pick.call in stage.calls and (sentence := _pick_sentence([pick], _defs, random.Random(0)))]  # fmt: skip
     purposes = [[index, call.name, "requested" if is_requested(call) else call.purpose]
                 for index, stage in enumerate(trace.stages, start=1) for call in stage.calls]  # fmt: skip
     facts = answer_facts(trace, {s.name: str(s.kind) for s in env.schemas})
