@@ -310,9 +310,15 @@ def answer_facts(trace: GoldenTrace, kinds: Mapping[str, str] | None = None) -> 
     """The facts the user asks to know, read from the gold outputs: up to two values of each requested call whose
     result the user sees (a requested call no later call consumes; a write's new id), at least one per task.
 
-    Values the user already states (the call's own arguments) are not facts; a list read's fact is its length.
+    Values the text already states (any stated argument, any pick criterion) are not facts; a list read's fact is its
+    length.
     """
+    from tdg.textstats import trace_picks
+
     calls = [call for stage in trace.stages for call in stage.calls]
+    said = {_fact_text(leaf) for call in calls for value in stated_arguments(call).values()
+            for leaf in (value if isinstance(value, list) else [value])}  # fmt: skip
+    said |= {_fact_text(pick.criterion_value()) for pick in trace_picks(trace)}
     consumed = {src.partition(".")[0] for call in calls for src in call.dependency_args.values()}
     requested = [i for i, c in enumerate(calls) if is_requested(c)]
     shown = [i for i in requested if calls[i].name not in consumed] or requested[-1:] or [len(calls) - 1]
@@ -323,7 +329,7 @@ def answer_facts(trace: GoldenTrace, kinds: Mapping[str, str] | None = None) -> 
         taken = 0
         for _, path, label, value in _fact_candidates(call, (kinds or {}).get(call.name, "read")):
             text = _fact_text(value)
-            if taken == _MAX_FACTS or text in seen or len(facts) == _MAX_TASK_FACTS:
+            if taken == _MAX_FACTS or text in seen or text in said or len(facts) == _MAX_TASK_FACTS:
                 continue
             facts.append(AnswerFact(call=index, tool=call.name, field=path, label=label, value=text))
             seen.add(text)

@@ -114,3 +114,14 @@ def test_check_solvable_needs_every_pick_tied_to_its_call():
         "unlinked pick cancel_order.order_id by field=city", "unlinked pick refund_payment.order_id by field=city"
     ]
     assert check_solvable(_two_picks(), tied).ok
+
+
+def test_an_answer_fact_is_never_a_value_the_text_already_says():
+    from tdg.taskgen import answer_facts
+
+    trace = _two_picks()  # the refund's output holds its id; the orders' cities are pick criteria
+    lookup = TraceCall(name="get_city", arguments={}, output={"city": {"name": "Lisbon", "code": "LIS"}})
+    trace = trace.model_copy(update={"stages": (*trace.stages, TraceStage(calls=(lookup,), db_hash_before="h",
+                                                                           db_hash_after="h"))})  # fmt: skip
+    values = [f.value for f in answer_facts(trace, {"get_city": "read"})]
+    assert "Lisbon" not in values and "LIS" in values
