@@ -12,8 +12,7 @@ import json
 import logging
 import random
 import re
-from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -150,7 +149,8 @@ _STRUCTURAL = frozenset("status message success ok tool error result arguments u
 _MAX_FACTS = 2
 _MAX_TASK_FACTS = 4
 _MORE_VERBS = frozenset("switch take kill type wait hover initialize init refresh serve navigate launch terminate "
-                        "submit toggle post publish sync fetch evaluate extract equip generate setup initiate".split())  # fmt: skip
+                        "submit toggle post publish sync fetch evaluate extract equip generate setup "
+                        "initiate".split())  # fmt: skip
 _LONG_TEXT_KEYS = frozenset("description summary content notes note body text comment details bio".split())
 _PICK_FIELD = ("the {entity} whose {key} is {value}", "the {entity} with {key} {value}")
 _PICK_POSITION = ("the {position} {entity} listed", "the {position} {entity} in the list")
@@ -337,7 +337,8 @@ def answer_facts(trace: GoldenTrace, kinds: Mapping[str, str] | None = None) -> 
     if not facts:  # every task has some: the last requested call's first value, a confirmation message at worst
         for index in reversed(requested or range(len(calls))):
             for _, path, label, value in [*_fact_candidates(calls[index], "read"), *_loose_facts(calls[index])]:
-                return [AnswerFact(call=index, tool=calls[index].name, field=path, label=label, value=_fact_text(value))]
+                fact = AnswerFact(call=index, tool=calls[index].name, field=path, label=label, value=_fact_text(value))
+                return [fact]
     return facts
 
 
@@ -345,7 +346,8 @@ def _loose_facts(call: TraceCall) -> list[tuple[int, str, str, Any]]:
     """Scalars a user may still ask for when nothing better is there (the reply's message, an event id)."""
     return [(9, key, "confirmation message" if key == "message" else _humanize(key), value)
             for key, value in sorted(call.output.items())
-            if key in ("message", "event_id", "result") and isinstance(value, str) and 0 < len(value) <= 80]  # fmt: skip
+            if key in ("message", "event_id", "result")
+            and isinstance(value, str) and 0 < len(value) <= 80]  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- sentences
@@ -422,8 +424,12 @@ def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str,
             return f"what {'are' if ' and ' in labels else 'is'} the {labels} of {noun}{where.rstrip()}?"
         return f"{verb} {noun}{where.rstrip()}{report}"
     new = kind == "create" or (verb in _NEW_VERBS and kind not in ("update", "delete"))
-    noun = f"a new {obj}" if new and not obj.startswith("new ") and rng.random() < 0.5 else (f"{_article(obj)} {obj}" if new
-                                                              else f"the {obj}")  # fmt: skip
+    if not new:
+        noun = f"the {obj}"
+    elif obj.startswith("new ") or rng.random() >= 0.5:
+        noun = f"{_article(obj)} {obj}"
+    else:
+        noun = f"a new {obj}"
     return f"{verb} {noun}{' with ' + values if values else ''}{report}"
 
 
@@ -432,7 +438,8 @@ def _pick_statement(pick: Any, rng: random.Random) -> str:
     kind, _, spec = pick.criterion.partition("=")
     entity = singular_noun(pick.entity)
     if kind == "field" and isinstance(pick.element, Mapping) and spec in pick.element:
-        return rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec), value=format_value(pick.element[spec]))
+        value = format_value(pick.element[spec])
+        return rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec), value=value)
     if kind == "position":
         return rng.choice(_PICK_POSITION).format(entity=entity, position=spec)
     return ""

@@ -220,7 +220,7 @@ def test_a_provider_is_never_asked_for_but_the_values_the_user_knows_are_said():
 
 
 def test_answer_facts_are_what_the_user_asks_to_know():
-    from tdg.taskgen import answer_facts, _trace_of
+    from tdg.taskgen import _trace_of, answer_facts
 
     stages = [{"calls": [{"name": "get_task", "arguments": {"task_id": "T1"},
                           "output": {"status": "success", "task": {"task_id": "T1", "priority": "high", "due": 3}}}]},
