@@ -156,6 +156,11 @@ _DEFAULT_TARGETS = {
     "tool_coverage": ">=0.9",
     "filler_value_task_share": "<=0.02",
     "goal_missing_task_share": "<=0.02",
+    "spaced_tool_name_goal_task_share": "<=0",
+    "value_dump_task_share": "<=0",
+    "broken_grammar_task_share": "<=0",
+    "unlinked_pick_task_share": "<=0.02",
+    "answer_check_coverage": ">=1",
 }
 
 
@@ -840,6 +845,11 @@ def assess(
     quality = build_report(kept_findings, tools_per_env, duplicates, embedder, cfg,
                            candidates=all_findings if drop else None, dropped=counts,
                            mutation_scores=mutation_scores)  # fmt: skip
+    if cfg.enabled:  # the task-text figures (tdg.textstats) of the kept tasks
+        from tdg.textstats import text_stats
+
+        quality.dataset.update(text_stats(kept))
+        quality.targets[:] = target_rows(quality.dataset, cfg.targets)
     return QualityOutcome(kept=tuple(kept), dropped=tuple(quarantine), report=report, quality=quality)
 
 

@@ -12,8 +12,7 @@ import json
 import logging
 import random
 import re
-from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -34,6 +33,11 @@ __all__ = [
     "task_inputs",
     "offline_task",
     "stated_arguments",
+    "is_requested",
+    "AnswerFact",
+    "answer_facts",
+    "text_rejection",
+    "TEXT_REJECTIONS",
     "format_value",
     "write_task",
     "make_task_record",
@@ -51,25 +55,38 @@ STAGE = "taskgen"
 TASK_SYSTEM_PROMPT = """\
 Role: You are an expert AI dataset synthesizer specializing in constructing long-horizon reasoning tasks.
 Input Data: Tool Dependency Graph: A logical graph defining the causal links between tools. Golden Trace: A \
-sequence of executed tool calls T = [t1, t2, ..., tn], including input arguments and return values.
+sequence of executed tool calls T = [t1, t2, ..., tn], including input arguments and return values, each with its \
+purpose: "requested" (the user asks for it) or "provides:<tool>.<arg>" (its output supplies an argument of a later \
+call; the user does not ask for it, the agent has to discover it).
 Task: Based on the provided Golden Trace and dependency logic, generate a natural language User Query and a \
 Multi-turn Dialogue History that would naturally lead to this specific sequence of tool executions.
 Requirements:
-- Implicit Dependencies: The user query should not explicitly list every step. Instead, it should state a \
-high-level goal that implicitly requires the agent to figure out the dependencies (e.g., "Book me a flight" \
-implies checking availability first).
-- Information Gap: Ensure the dialogue reflects a realistic interaction where the agent might need to ask for \
-clarification if parameters were missing in the early stages, matching the structure of the Golden Trace.
+- Implicit Dependencies: The user query should not explicitly list every step. Instead, it should state the \
+goals that implicitly require the agent to figure out the dependencies (e.g., "Book me a flight" implies checking \
+availability first).
+- Goals in the user's words: state the goal of every requested call from what it does and the record it acts on \
+("Cancel my Lisbon booking and put the refund on the card I used"), never from the tool's name: no tool name, with \
+or without underscores ("create an openproject create project" is wrong), no step list, no tool descriptions. \
+Never ask for a call whose purpose is "provides:...".
+- Values in context: state verbatim every argument value listed under "values the user must state" (IDs, names, \
+amounts, dates) inside the request it serves, as a user would say it ("book the room for 2 nights from \
+2025-03-04"); never list values apart from their purpose ("Details: ...", "... as the uuid for the coin price") \
+and never state a value that a dependency argument copies from an earlier tool output.
+- Determinism: where a dependency value is one of several results, give the statement listed under "how the user \
+singles out a choice" together with what it is for ("for the refund, use the order placed on 3 March"), so each \
+criterion names the call it serves.
+- Answer facts: ask the questions whose answers are listed under "facts the final reply must contain" (e.g. "and \
+tell me its status"); do not state those values yourself.
+- Voice: write as the user would, in plain, grammatical sentences (no dangling articles, no empty quotes); a short \
+persona or situation and a condition ("if it is already closed, just tell me") are welcome when they fit.
+- Information Gap: the dialogue may reflect a realistic interaction where the agent asks what the user wants; \
+the user query is the user's next message after the dialogue history; do not repeat in it what the history \
+already says (an empty history is fine).
 - Consistency: The generated user intent must strictly align with the final output of the last tool in the trace.
-- Grounding: state verbatim every argument value listed under "values the user must state" (IDs, names, \
-amounts, dates), and never state a value that a dependency argument copies from an earlier tool output.
-- Determinism: where a dependency value is one of several results, state the attribute or rule listed under \
-"how the user singles out a choice" (e.g. "the product named Garden Hose", "the first order listed").
-- Voice: write as the user would. Never quote the tool descriptions, never name the tools, never list the steps.
-- No repetition: the user query is the user's next message after the dialogue history; do not repeat in it \
-what the history already says (an empty history is fine).
 Output Format: Return the result in JSON format containing "user_query", "dialogue_history" (a list of \
-{"role": "user"|"assistant", "content": ...} turns) and "reasoning_chain" (a list of short steps)."""
+{"role": "user"|"assistant", "content": ...} turns) and "reasoning_chain" (a list of short steps). The text is \
+checked: a tool name as a goal, a value dump, broken grammar, a pick not tied to its call or a missing value \
+rejects the task."""
 
 TASK_USER_TEMPLATE = """\
 Tool definitions:
@@ -81,8 +98,14 @@ Tool Dependency Graph (incoming edges of the tools in the trace, [source, target
 Values the user must state (stage, tool, argument, value):
 {stated_values_json}
 
-How the user singles out a choice (stage, tool, argument, statement):
+How the user singles out a choice, tied to its call (stage, tool, argument, statement):
 {pick_criteria_json}
+
+Purpose of each call (stage, tool, purpose):
+{call_purposes_json}
+
+Facts the final reply must contain (ask for them; call index, tool, output field, label, value):
+{answer_facts_json}
 
 Input Trace: {golden_trace_json}"""
 
@@ -108,35 +131,29 @@ TASK_OUTPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_OPENERS = ("", "", "Hi!", "Hello,", "Hey there.", "Good morning.", "Quick one:", "Hi, hoping you can help.",
-            "Hello again.", "Morning!", "I have a request.", "Got a minute?", "Hi team,")  # fmt: skip
-_WANTS = (
-    "I'd like to {goal}.", "Could you {goal}?", "Please {goal}.", "I need to {goal}.", "Can you help me {goal}?",
-    "I want to {goal}.", "Would you {goal} for me?", "My plan is to {goal}.", "Today I have to {goal}.",
-    "I'm hoping you can {goal}.", "The job: {goal}.", "Help me {goal}, please.",
-)  # fmt: skip
-_CLOSERS = ("", "", "Thanks!", "Thank you.", "Let me know when it's done.", "Appreciate it.", "Cheers.",
-            "Tell me once everything is through.", "Thanks in advance.", "That's all for now.")  # fmt: skip
-_ASKS = ("Sure, what exactly should I do?", "Happy to help. What do you need done?", "Of course. What would you like?",
-         "Glad to. What's the plan?")  # fmt: skip
-_ACKS = ("Thanks, noted. What would you like me to do with these?", "Got it. What should I do?",
-         "Thanks. What do you need?", "Noted. How can I help?")  # fmt: skip
-_CONTEXT = ("I have some details ready: {}.", "Here's my information: {}.", "For reference: {}.",
-            "Some details first: {}.")  # fmt: skip
-_TOPICS = ("I need some help with {}.", "It's about {}.", "I have a request about {}.", "Can you help me with {}?")
-_DETAIL_LEADS = ("Details: {}.", "Here is what you need: {}.", "For reference: {}.", "The details: {}.")
-_PICK_LEADS = ("Go with {}.", "I mean {}.", "Pick {}.", "It should be {}.")
-_MAX_GOALS = 4
-_VALUE_FORMS = ("{name} {value}", "{name} is {value}", "the {name} {value}", "{value} as the {name}")
+_OPENERS = ("", "", "", "Hi!", "Hello!", "Hey there.", "Good morning.", "Hi, hoping you can help.", "Morning!",
+            "Hi team!")  # fmt: skip
+_PERSONAS = ("", "", "", "I'm sorting a few things out for my team today.", "I'm in a bit of a hurry, so thanks for "
+             "being quick.", "I'm following up on last week's work.", "This is for a report I'm putting together.",
+             "I'm catching up before a meeting.")  # fmt: skip
+_CLOSERS = ("", "", "Thanks!", "Thank you.", "Appreciate it.", "If any part doesn't work, tell me which one and why.",
+            "If something fails, stop and tell me what went wrong.", "Thanks in advance.")  # fmt: skip
+_THEN = ("", "Also, ", "Then ", "After that, ", "Next, ")
+_ASKS = ("Sure, what do you need?", "Happy to help. What should I do?", "Of course. What would you like?")
+_MORE = ("Okay, noted. Anything else?", "Got it. Is there more?", "Sure. What else?")
+_READ_VERBS = frozenset("get list fetch read show view query lookup look retrieve find search check display".split())
+_USER_READ = ("look up", "check", "find", "pull up")
+_NEW_VERBS = frozenset("create add make register book place new".split())
+_PREPOSITIONS = frozenset("by for from with to in on of at into via".split())
+_STRUCTURAL = frozenset("status message success ok tool error result arguments updated_at created_at".split())
+_MAX_FACTS = 2
+_MAX_TASK_FACTS = 4
+_MORE_VERBS = frozenset("switch take kill type wait hover initialize init refresh serve navigate launch terminate "
+                        "submit toggle post publish sync fetch evaluate extract equip generate setup "
+                        "initiate".split())  # fmt: skip
+_LONG_TEXT_KEYS = frozenset("description summary content notes note body text comment details bio".split())
 _PICK_FIELD = ("the {entity} whose {key} is {value}", "the {entity} with {key} {value}")
 _PICK_POSITION = ("the {position} {entity} listed", "the {position} {entity} in the list")
-_ARTICLE_VERBS = frozenset(
-    "get list search find fetch read show view check create add make register book update set edit modify change "
-    "delete remove cancel close archive send submit assign reschedule extend issue generate approve reject suspend "
-    "escalate transfer restock open post publish upload download convert calculate compute translate analyze "
-    "summarize schedule reserve pay refund track start stop run execute record log rate review query lookup "
-    "retrieve verify validate move rename share invite notify apply renew return ship place".split()
-)
 
 # ----------------------------------------------------------------------------------------------- helpers
 
@@ -159,25 +176,41 @@ def format_value(value: Any) -> str:
 
 
 def _humanize(name: str) -> str:
-    return re.sub(r"[_\W]+", " ", name).strip()
+    return " ".join(re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").replace("-", " ").lower().split())
+
+
+def is_requested(call: TraceCall) -> bool:
+    """The user asks for this call (purpose 'requested'; '' on traces built before purposes counts as requested)."""
+    return call.purpose in ("", "requested")
 
 
 def _verb_object(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> tuple[str, str]:
     """(verb, object) of a tool's purpose in plain words: 'cancel_order' -> ('cancel', 'order').
 
-    The verb is the name's first word when it is one, else the first word of the description (one word, never a
-    sentence: 'Charges a card ...' -> 'charge'), else one fitting the tool's kind ('look up' for a read).
+    The verb is the name's first action word (a namespace before it is dropped: 'openproject_create_project' ->
+    ('create', 'project')), else the first word of the description (one word, never a sentence: 'Charges a card
+    ...' -> 'charge'), else one fitting the tool's kind ('look up' for a read).
     """
     from tdg.quality import ACTION_VERBS
 
-    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", tool).replace("_", " ").replace("-", " ").lower().split()
+    words = _humanize(tool).split()
     if not words:
         return "finish", "my request"
-    if words[0] in ACTION_VERBS and len(words) > 1 and words[1] in ("and", "or", "to", "from", "by", "with"):
-        return " ".join(words), ""  # "drag_and_drop" -> "drag and drop"
-    if words[0] in ACTION_VERBS and len(words) > 1:
-        return words[0], " ".join(words[1:])
-    first = (re.findall(r"[A-Za-z]+", str(definitions.get(tool, {}).get("description", ""))) or [""])[0].lower()
+    description = str(definitions.get(tool, {}).get("description", ""))
+    first = (re.findall(r"[A-Za-z]+", description) or [""])[0].lower()
+    verbs = ACTION_VERBS | _MORE_VERBS | {first, first[:-1], first[:-2]} - {""}
+    if words[0] in verbs and len(words) > 2 and words[1] in ("and", "or"):  # "drag_and_drop" -> "drag and drop"
+        return " ".join(words[:3]), " ".join(words[3:])  # "load_and_analyze_data" -> "load and analyze", "data"
+    known = ACTION_VERBS | _MORE_VERBS
+    at = next((i for i, w in enumerate(words[:-1]) if w in known), None)
+    if at is None and len(words) > 1 and words[-1] in known:  # "app_create" -> ("create", "app")
+        return words[-1], " ".join(words[:-1])
+    if at is None and len(words) > 1:  # "kill_process" described as "Kill a process ...", "ios_evaluate_quality"
+        at = next((i for i, w in enumerate(words[:-1]) if w in verbs), None)
+    if at is not None:
+        if words[at + 1] in _PREPOSITIONS and at + 2 < len(words):  # "wait_for_selector" -> "wait for", "selector"
+            return f"{words[at]} {words[at + 1]}", " ".join(words[at + 2 :])
+        return words[at], " ".join(words[at + 1 :])
     for candidate in (first, first[:-1], first[:-2]):
         if candidate and candidate in ACTION_VERBS and candidate not in words:
             return candidate, " ".join(words)
@@ -192,66 +225,6 @@ def _goal(tool: str, definitions: Mapping[str, Mapping[str, Any]]) -> str:
     return f"{verb} the {obj}" if obj else verb
 
 
-def _id_items(node: Any) -> Iterable[tuple[str, Any]]:
-    """(key, scalar) pairs of every mapping nested in `node`."""
-    if isinstance(node, Mapping):
-        for key, value in node.items():
-            if isinstance(value, Mapping | list | tuple):
-                yield from _id_items(value)
-            else:
-                yield str(key), value
-    elif isinstance(node, list | tuple):
-        for item in node:
-            yield from _id_items(item)
-
-
-def _goal_phrase(calls: Sequence[TraceCall], definitions: Mapping[str, Mapping[str, Any]], rng: random.Random) -> str:
-    """What the user wants done, each object named once: "create a rental, extend it and then cancel it".
-
-    "it" only when the call acts on the record the previous one named or made (a shared id), so "extend the
-    rental, then create a rental" stays two rentals.
-    """
-    from tdg.quality import id_values
-
-    def own_ids(call: TraceCall, obj: str) -> set[str]:  # ids of the object itself ("order_id"), not its FKs
-        noun = obj.split()[-1] if obj else ""
-        output = call.output if isinstance(call.output, Mapping) else {}
-        found = id_values(call.arguments) | id_values(output)
-        keyed = {repr(v) for k, v in _id_items([call.arguments, output]) if k in ("id", f"{noun}_id", f"{noun}Id")}
-        return found & keyed
-
-    chosen: dict[tuple[str, str], set[str]] = {}
-    for call in calls:
-        pair = _verb_object(call.name, definitions)
-        chosen.setdefault(pair, own_ids(call, pair[1]))
-    items = list(chosen.items())
-    if len(items) > _MAX_GOALS:  # a goal, not the step list: the first write and the last ones
-        items = [items[0], *items[-(_MAX_GOALS - 1) :]]
-    phrases = []
-    previous: tuple[str, set[str]] = ("", set())
-    for (verb, obj), ids in items:
-        if not obj:
-            phrases.append(verb)
-        elif obj == previous[0] and ids & previous[1]:
-            phrases.append(f"{verb} it")
-        else:
-            article = "a" if verb in ("create", "add", "make", "book", "open", "register", "place") else "the"
-            article = "an" if article == "a" and obj[:1] in "aeiou" else article
-            phrases.append(f"{verb} {article} {obj}")
-        previous = (obj, ids)
-    if len(phrases) == 1:
-        return phrases[0]
-    joiner = rng.choice((" and then ", ", and after that ", " and finally ", ", then "))
-    return ", ".join(phrases[:-1]) + joiner + phrases[-1]
-
-
-def _values_clause(values: Mapping[str, Any], rng: random.Random | None = None) -> str:
-    form = rng.choice(_VALUE_FORMS) if rng is not None else _VALUE_FORMS[0]
-    return ", ".join(
-        form.format(name=_humanize(name), value=format_value(value)) for name, value in sorted(values.items())
-    )
-
-
 def _trace_calls(trace: Mapping[str, Any]) -> list[tuple[int, TraceCall]]:
     return [
         (index, TraceCall.model_validate(call))
@@ -260,122 +233,309 @@ def _trace_calls(trace: Mapping[str, Any]) -> list[tuple[int, TraceCall]]:
     ]
 
 
-# ----------------------------------------------------------------------------------------------- the role
-
-
-def _pick_statements(calls: Sequence[tuple[int, TraceCall]], rng: random.Random) -> list[str]:
-    """How the user singles out each list pick ("the product whose name is "Hose""), from the recorded criteria."""
-    from tdg.quality import list_pick
-
-    outputs: dict[str, Any] = {}
-    statements: list[str] = []
-    seen: set[tuple[str, str, str]] = set()
-    for _, call in calls:
-        for arg, criterion in sorted(call.pick_criteria.items()):
-            tool, _, path = call.dependency_args.get(arg, "").partition(".")
-            picked = list_pick(outputs.get(tool), path) if tool in outputs else None
-            if picked is None:
-                continue
-            element, _siblings, _ = picked
-            last = list(re.finditer(r"\[\d+\]", path))[-1]
-            entity = singular_noun(re.split(r"[.\]]", path[: last.start()])[-1] or arg)
-            kind, _, spec = criterion.partition("=")
-            key = (entity, criterion, canonical_json(element.get(spec)) if isinstance(element, Mapping) else "")
-            if key in seen:
-                continue
-            seen.add(key)
-            if kind == "field" and isinstance(element, Mapping) and spec in element:
-                statements.append(rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec),
-                                                                 value=format_value(element[spec])))  # fmt: skip
-            elif kind == "position":
-                statements.append(rng.choice(_PICK_POSITION).format(entity=entity, position=spec))
-        outputs[call.name] = call.output
-    return statements
-
-
 def singular_noun(word: str) -> str:
-    """'products' -> 'product', 'categories' -> 'category' (enough for task text)."""
+    """'products' -> 'product', 'categories' -> 'category', 'matches' -> 'match' (enough for task text)."""
     word = _humanize(word)
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+    if re.search(r"(ch|sh|x|ss|zz|us)es$", word) or (word.endswith("oes") and len(word) > 5):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")) and len(word) > 3:
         return word[:-1]
     return word
 
 
+def _article(word: str) -> str:
+    lowered = word.lower()
+    vowel = lowered[:1] in tuple("aeio") or (lowered[:1] == "u" and not lowered.startswith(("uni", "use", "usu", "ur")))
+    return "an" if vowel else "a"
+
+
 def _sentence(text: str) -> str:
-    text = re.sub(r"(, )([A-Z])(?=[a-z])", lambda m: m.group(1) + m.group(2).lower(), text.strip())
+    text = re.sub(r"\s+", " ", text).strip()
     return text[:1].upper() + text[1:] if text else text
 
 
-def _details(
-    calls: Sequence[tuple[int, TraceCall]], definitions: Mapping[str, Any], rng: random.Random, goals: Collection[str]
-) -> list[str]:
-    """One clause per call with stated values; a value said once; a field stated twice with different values
-    names what each is for ("to extend the rental: days 30")."""
-    stated = [(c, v) for _, c in calls if (v := stated_arguments(c))]
-    names = Counter(name for _, values in stated for name in values)
-    seen: set[tuple[str, str]] = set()
-    clauses = []
-    for call, values in stated:
-        fresh = {k: v for k, v in values.items() if (k, canonical_json(v)) not in seen}
-        seen.update((k, canonical_json(v)) for k, v in values.items())
-        if not fresh:
-            continue
-        clause = _values_clause(fresh, rng)
-        if any(names[k] > 1 for k in fresh):  # what the value is for: the goal, or the thing a lookup is about
-            purpose = f"to {_goal(call.name, definitions)}" if call.name in goals else \
-                f"for the {_verb_object(call.name, definitions)[1]}"  # fmt: skip
-            clause = f"{clause} {purpose}"
-        clauses.append(clause)
-    return clauses
+# ----------------------------------------------------------------------------------------------- answer facts
 
 
-def _exchange(user_parts: Sequence[str], assistant: str) -> list[dict[str, str]]:
-    user = _sentence(" ".join(p for p in user_parts if p))
-    return [{"role": "user", "content": user}, {"role": "assistant", "content": assistant}]
+class AnswerFact(StrictModel):
+    """A value the final reply must contain: `field` of the output of call `call` (0-based, in trace order)."""
+
+    call: int
+    tool: str
+    field: str = Field(description="Output path the value is read from ('task.priority'; 'agents' for a count).")
+    label: str = Field(description="How the user asks for it: 'priority', or 'how many' for a list's length.")
+    value: str
+
+
+def _fact_candidates(call: TraceCall, kind: str) -> list[tuple[int, str, str, Any]]:
+    """(rank, path, label, value) of the output values a user would ask about; lower rank first."""
+    known = {canonical_json(v) for v in call.arguments.values()}
+    found: list[tuple[int, str, str, Any]] = []
+
+    def add(path: str, key: str, value: Any) -> None:
+        if value is None or isinstance(value, bool | dict | list) or canonical_json(value) in known:
+            return
+        if isinstance(value, str) and not (0 < len(value) <= 60):
+            return
+        is_id = key == "id" or key.endswith("_id") or key.endswith("Id")
+        if key in _STRUCTURAL or (key == "event_id" and kind == "read"):
+            return
+        if key in _LONG_TEXT_KEYS:
+            rank = 2.5
+        elif kind == "read":
+            rank = 2 if is_id else 1 if isinstance(value, int | float) or key in ("name", "title") else 1.5
+        else:
+            rank = 0 if is_id else 1.5
+        found.append((int(rank * 2), path, _humanize(key), value))
+
+    for key, value in sorted(call.output.items()):
+        if isinstance(value, Mapping):
+            for sub, leaf in sorted(value.items()):
+                add(f"{key}.{sub}", sub, leaf)
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            plural = _humanize(key) if key.endswith("s") else f"{_humanize(key)} entries"
+            found.append((1 if kind == "read" else 4, key, f"how many {plural}", len(value)))
+        elif key not in ("count", "total"):
+            add(key, key, value)
+    return sorted(found, key=lambda f: (f[0], f[1]))
+
+
+def _fact_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def answer_facts(trace: GoldenTrace, kinds: Mapping[str, str] | None = None) -> list[AnswerFact]:
+    """The facts the user asks to know, read from the gold outputs: up to two values of each requested call whose
+    result the user sees (a requested call no later call consumes; a write's new id), at least one per task.
+
+    Values the text already states (any stated argument, any pick criterion) are not facts; a list read's fact is its
+    length.
+    """
+    from tdg.textstats import trace_picks
+
+    calls = [call for stage in trace.stages for call in stage.calls]
+    said = {_fact_text(leaf) for call in calls for value in stated_arguments(call).values()
+            for leaf in (value if isinstance(value, list) else [value])}  # fmt: skip
+    said |= {_fact_text(pick.criterion_value()) for pick in trace_picks(trace)}
+    consumed = {src.partition(".")[0] for call in calls for src in call.dependency_args.values()}
+    requested = [i for i, c in enumerate(calls) if is_requested(c)]
+    shown = [i for i in requested if calls[i].name not in consumed] or requested[-1:] or [len(calls) - 1]
+    facts: list[AnswerFact] = []
+    seen: set[str] = set()
+    for index in shown:
+        call = calls[index]
+        taken = 0
+        for _, path, label, value in _fact_candidates(call, (kinds or {}).get(call.name, "read")):
+            text = _fact_text(value)
+            if taken == _MAX_FACTS or text in seen or text in said or len(facts) == _MAX_TASK_FACTS:
+                continue
+            facts.append(AnswerFact(call=index, tool=call.name, field=path, label=label, value=text))
+            seen.add(text)
+            taken += 1
+    if not facts:  # every task has some: the last requested call's first value, a confirmation message at worst
+        for index in reversed(requested or range(len(calls))):
+            for _, path, label, value in [*_fact_candidates(calls[index], "read"), *_loose_facts(calls[index])]:
+                fact = AnswerFact(call=index, tool=calls[index].name, field=path, label=label, value=_fact_text(value))
+                return [fact]
+    return facts
+
+
+def _loose_facts(call: TraceCall) -> list[tuple[int, str, str, Any]]:
+    """Scalars a user may still ask for when nothing better is there (the reply's message, an event id)."""
+    return [(9, key, "confirmation message" if key == "message" else _humanize(key), value)
+            for key, value in sorted(call.output.items())
+            if key in ("message", "event_id", "result")
+            and isinstance(value, str) and 0 < len(value) <= 80]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------- sentences
+
+
+def _entity(call: TraceCall) -> str:
+    """The record the call is about, from its output ('task' of {"task": {...}}, 'agent' of {"agents": [...]})."""
+    for key, value in sorted(call.output.items()):
+        if key not in _STRUCTURAL and isinstance(value, Mapping | list) and value:
+            return singular_noun(key)
+    return ""
+
+
+def _user_verb_object(call: TraceCall, definitions: Mapping[str, Any], rng: random.Random) -> tuple[str, str, str]:
+    """(verb, object, kind) as a user says them: reads are looked up or checked, an object is a noun phrase."""
+    from tdg.quality import ACTION_VERBS
+
+    verb, obj = _verb_object(call.name, definitions)
+    kind = str(definitions.get(call.name, {}).get("kind", "read"))
+    words = obj.split()
+    if words and words[0] in _PREPOSITIONS:  # 'search_by_title' -> the title
+        obj = _entity(call) or " ".join(w for w in words if w not in _PREPOSITIONS)
+    whole = obj == _humanize(call.name)
+    if whole and len(words) == 1 and (words[0] in ACTION_VERBS or words[0] in _MORE_VERBS) and _entity(call):
+        verb, obj = words[0], _entity(call)  # "authenticate" -> authenticate the <record it returns>
+    if verb.split()[0] in _READ_VERBS and kind == "read":
+        verb = rng.choice(_USER_READ)
+    if not obj:
+        obj = _entity(call)
+    if obj.startswith("all ") and not obj.startswith("all the "):
+        obj = "all the " + obj[4:]
+    return verb, obj, kind
+
+
+def _value_phrases(values: Mapping[str, Any], obj: str, *, naming: bool = True) -> str:
+    """'named "Hose" and size 3': each value with what it is (a read's name/title names the record)."""
+    parts = []
+    for name, value in sorted(values.items()):
+        label = _humanize(name)
+        if naming and (label in ("name", "title") or label == f"{obj} name"):
+            parts.append(f"{'named' if label != 'title' else 'titled'} {format_value(value)}")
+        else:
+            parts.append(f"{label} {format_value(value)}")
+    return ", ".join(parts[:-1]) + (" and " if len(parts) > 1 else "") + parts[-1] if parts else ""
+
+
+def _fact_request(facts: Sequence[AnswerFact], obj: str) -> str:
+    if not facts:
+        return ""
+    if counts := [f.label for f in facts if f.label.startswith("how many")]:
+        rest = [f.label for f in facts if not f.label.startswith("how many")]
+        return f" and tell me {counts[0]} there are" + (f" and the {' and '.join(rest)}" if rest else "")
+    labels = list(dict.fromkeys(f.label for f in facts))
+    return " and tell me its " + " and ".join(labels)
+
+
+def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str, Any], rng: random.Random) -> str:
+    """One requested call as the user says it: behaviour, object, the values it needs and what to report back."""
+    verb, obj, kind = _user_verb_object(call, definitions, rng)
+    asks_a_read = verb in _USER_READ
+    if verb == "new":  # "new_page" -> create a page
+        verb = "create"
+    values = _value_phrases(stated_arguments(call), obj, naming=kind == "read")
+    report = _fact_request(facts, obj)
+    if not obj:
+        return f"{verb}{' with ' + values if values else ''}{report}"
+    if kind == "read":
+        noun = obj if obj.startswith("all ") else f"the {obj}"
+        where = f" for {values}" if values and not values.startswith(("named", "titled")) else f" {values}"
+        if asks_a_read and facts and report.startswith(" and tell me its") and rng.random() < 0.5:
+            labels = report.removeprefix(" and tell me its ")
+            if labels == obj:
+                return f"what is {noun}{where.rstrip()}?"
+            return f"what {'are' if ' and ' in labels else 'is'} the {labels} of {noun}{where.rstrip()}?"
+        return f"{verb} {noun}{where.rstrip()}{report}"
+    new = kind == "create" or (verb in _NEW_VERBS and kind not in ("update", "delete"))
+    if not new:
+        noun = f"the {obj}"
+    elif obj.startswith("new ") or rng.random() >= 0.5:
+        noun = f"{_article(obj)} {obj}"
+    else:
+        noun = f"a new {obj}"
+    return f"{verb} {noun}{' with ' + values if values else ''}{report}"
+
+
+def _pick_statement(pick: Any, rng: random.Random) -> str:
+    """'the order whose date is "3 March"' / 'the first order listed' (empty for an unknown criterion)."""
+    kind, _, spec = pick.criterion.partition("=")
+    entity = singular_noun(pick.entity)
+    if kind == "field" and isinstance(pick.element, Mapping) and spec in pick.element:
+        value = format_value(pick.element[spec])
+        return rng.choice(_PICK_FIELD).format(entity=entity, key=_humanize(spec), value=value)
+    if kind == "position":
+        return rng.choice(_PICK_POSITION).format(entity=entity, position=spec)
+    return ""
+
+
+def _pick_sentence(picks: Sequence[Any], definitions: Mapping[str, Any], rng: random.Random) -> str:
+    """'To cancel the order, use the order whose date is "3 March".' — the criteria of one call's picks, tied to the
+    call they serve."""
+    statements = list(dict.fromkeys(s for pick in picks if (s := _pick_statement(pick, rng))))
+    if not statements:
+        return ""
+    verb, obj = _verb_object(picks[0].call.name, definitions)
+    purpose = f"{verb} the {obj}" if obj else verb
+    statement = ", ".join(statements[:-1]) + (" and " if len(statements) > 1 else "") + statements[-1]
+    return rng.choice((f"to {purpose}, use {statement}.", f"for the one to {purpose}, take {statement}.",
+                       f"when you {purpose}, go with {statement}."))  # fmt: skip
+
+
+def _provider_sentence(call: TraceCall, definitions: Mapping[str, Any], rng: random.Random) -> str:
+    """Values a provider needs, said as what the user knows about the record (the user does not ask for the call)."""
+    values = stated_arguments(call)
+    if not values:
+        return ""
+    _, obj, _ = _user_verb_object(call, definitions, rng)
+    return f"the {obj or 'one'} I mean is the one with {_value_phrases(values, obj)}."
 
 
 def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     """Deterministic template writer (the role's offline twin); reads the same inputs as the prompt.
 
-    The query always states the goal (the writes the user wants, else the final lookup, object named once), and
-    the text holds every value the user must state and how to single out each list pick, in seeded wording;
-    dependency values, tool names, description sentences and the step list never appear. Some tasks (by seed) play
-    the information gap as a dialogue — the user first gives the details or names the topic, the assistant asks
-    what to do — and the query is then the user's request, so the prompt (history + query) says nothing twice.
+    Every requested call is one sentence in the user's words — its behaviour and object ("cancel the booking"),
+    the values it needs in context ("with booking id "B-7""), and the facts to report back ("and tell me its
+    status"); providers are never asked for, only the values the user knows about their record are said; each list
+    pick is tied to the call it serves ("to cancel the booking, use the booking whose city is "Lisbon""). An
+    optional persona and closing condition, and (by seed) a first user turn in the dialogue history.
     """
-    trace = _as_obj(inputs["golden_trace_json"])
+    from tdg.textstats import trace_picks
+
+    trace_obj = _as_obj(inputs["golden_trace_json"])
     definitions = {d["name"]: d for d in _as_obj(inputs["tool_definitions_json"])}
     edges = [tuple(e) for e in _as_obj(inputs["dependency_edges_json"])]
-    rng = random.Random(canonical_json([inputs["seed"], trace["trace_id"]]))
-    calls = _trace_calls(trace)
-    last_stage = calls[-1][0] if calls else 0
-    writes = [c for _, c in calls if str(definitions.get(c.name, {}).get("kind", "read")) != "read"]
-    targets = writes or [c for s, c in calls if s == last_stage]
-    goal = _goal_phrase(targets, definitions, rng) if targets else "finish my request"
-    details = _details(calls, definitions, rng, {c.name for c in targets})
-    rng.shuffle(details)
-    picks = list(dict.fromkeys(_pick_statements(calls, rng)))
-    want = rng.choice(_WANTS).format(goal=goal)
-    opener, closer = rng.choice(_OPENERS), rng.choice(_CLOSERS)
-    detail_text = "; ".join(details)
-    pick_text = rng.choice(_PICK_LEADS).format(" and ".join(picks)) if picks else ""
-    detail_sentence = rng.choice(_DETAIL_LEADS).format(detail_text) if details else ""
+    rng = random.Random(canonical_json([inputs["seed"], trace_obj["trace_id"]]))
+    calls = _trace_calls(trace_obj)
+    flat = [call for _, call in calls]
+    facts = [AnswerFact.model_validate(f) for f in _as_obj(inputs.get("answer_facts_json") or [])]
+    if not facts and "answer_facts_json" not in inputs:
+        facts = answer_facts(_trace_of(trace_obj), {n: str(d.get("kind", "read")) for n, d in definitions.items()})
+    by_call: dict[int, list[AnswerFact]] = {}
+    for fact in facts:
+        by_call.setdefault(fact.call, []).append(fact)
+    asks: list[str] = []
+    for index, call in enumerate(flat):
+        if is_requested(call):
+            said = _ask(call, by_call.get(index, []), definitions, rng)
+            if said not in asks:
+                asks.append(said)
+    if not asks:
+        asks.append("finish my request")
+    extra = [s for call in flat if not is_requested(call) and (s := _provider_sentence(call, definitions, rng))]
+    per_call: dict[int, list[Any]] = {}
+    for pick in trace_picks(_trace_of(trace_obj)):
+        per_call.setdefault(id(pick.call), []).append(pick)
+    extra += [s for picks in per_call.values() if (s := _pick_sentence(picks, definitions, rng))]
+    goals = [_sentence(("" if a.endswith("?") else "please " if i == 0 and rng.random() < 0.4
+                        else rng.choice(_THEN) if i else "") + a)
+             + ("" if a.endswith("?") else ".") for i, a in enumerate(asks)]  # fmt: skip
+    rest = [_sentence(s) for s in dict.fromkeys(extra)]
+    opener, persona, closer = rng.choice(_OPENERS), rng.choice(_PERSONAS), rng.choice(_CLOSERS)
     dialogue: list[dict[str, str]] = []
     mode = rng.random()
-    if details and mode < 0.3:  # the user gives the details first, then says what to do with them
-        dialogue = _exchange((opener, rng.choice(_CONTEXT).format(detail_text)), rng.choice(_ACKS))
-        query = " ".join(p for p in (want, pick_text, closer) if p)
-    elif mode < 0.5:  # the user names the topic, the assistant asks what exactly to do
-        noun = _verb_object(targets[0].name, definitions)[1] if targets else "account"
-        topic = f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
-        dialogue = _exchange((opener, rng.choice(_TOPICS).format(topic)), rng.choice(_ASKS))
-        query = " ".join(p for p in (want, detail_sentence, pick_text, closer) if p)
+    if mode < 0.25:  # the user sets the scene, the assistant asks what to do
+        topic = _user_verb_object(flat[-1], definitions, rng)[1] or "my account"
+        first = _sentence(" ".join(p for p in (opener, persona, f"I need some help with the {topic}.") if p))
+        dialogue = [{"role": "user", "content": first}, {"role": "assistant", "content": rng.choice(_ASKS)}]
+        query = " ".join([*goals, *rest, closer])
+    elif mode < 0.5 and len(goals) > 1:  # the user starts with the first request, the assistant asks for more
+        first = _sentence(" ".join(p for p in (opener, persona, goals[0]) if p))
+        dialogue = [{"role": "user", "content": first}, {"role": "assistant", "content": rng.choice(_MORE)}]
+        query = " ".join([*goals[1:], *rest, closer])
     else:
-        query = " ".join(p for p in (opener, want, detail_sentence, pick_text, closer) if p)
+        query = " ".join(p for p in (opener, persona, *goals, *rest, closer) if p)
     return {"user_query": _sentence(query), "dialogue_history": dialogue,
             "reasoning_chain": _reasoning(calls, edges, definitions)}  # fmt: skip
+
+
+def _trace_of(trace_obj: Mapping[str, Any]) -> GoldenTrace:
+    """The trace of the role inputs (a test may pass only trace_id and stages)."""
+    if isinstance(trace_obj, GoldenTrace):
+        return trace_obj
+    stages = [{"calls": list(s["calls"]), "db_hash_before": s.get("db_hash_before", ""),
+               "db_hash_after": s.get("db_hash_after", "")} for s in trace_obj["stages"]]  # fmt: skip
+    return GoldenTrace.model_validate({
+        "trace_id": trace_obj["trace_id"], "env_id": trace_obj.get("env_id", ""), "graph_index": 0,
+        "stages": stages, "initial_db_hash": trace_obj.get("initial_db_hash", ""),
+        "final_db_hash": trace_obj.get("final_db_hash", ""),
+    })  # fmt: skip
 
 
 def _reasoning(
@@ -413,29 +573,37 @@ def make_task_writer_role() -> LLMRole:
 def task_inputs(
     trace: GoldenTrace, env: Environment, *, incoming_edges: Iterable[tuple[str, str]], seed: int
 ) -> dict[str, Any]:
-    """The role inputs for one trace: trace, definitions of the tools it uses, edges, stated values, seed."""
+    """The role inputs for one trace: trace, definitions of the tools it uses, edges, stated values, the purpose of
+    each call, the pick statements (each tied to its call), the answer facts the user asks for, seed."""
+    from tdg.textstats import trace_picks
+
     used = {call.name for stage in trace.stages for call in stage.calls}
     definitions = [
         {"name": s.name, "description": s.description, "parameters": s.parameters, "kind": str(s.kind)}
         for s in env.schemas
         if s.name in used
     ]
+    _defs = {d["name"]: d for d in definitions}
     stated = [
         [index, call.name, arg, value]
         for index, stage in enumerate(trace.stages, start=1)
         for call in stage.calls
         for arg, value in sorted(stated_arguments(call).items())
     ]
-    calls = [(index, call) for index, stage in enumerate(trace.stages, start=1) for call in stage.calls]
-    statements = iter(_pick_statements(calls, random.Random(0)))
-    picks = [[index, call.name, arg, next(statements, criterion)]
-             for index, call in calls for arg, criterion in sorted(call.pick_criteria.items())]  # fmt: skip
+    picks = [[index, pick.call.name, pick.arg, sentence]
+             for index, stage in enumerate(trace.stages, start=1) for pick in trace_picks(trace)
+             if pick.call in stage.calls and (sentence := _pick_sentence([pick], _defs, random.Random(0)))]  # fmt: skip
+    purposes = [[index, call.name, "requested" if is_requested(call) else call.purpose]
+                for index, stage in enumerate(trace.stages, start=1) for call in stage.calls]  # fmt: skip
+    facts = answer_facts(trace, {s.name: str(s.kind) for s in env.schemas})
     return {
         "golden_trace_json": trace.model_dump(mode="json"),
         "tool_definitions_json": definitions,
         "dependency_edges_json": sorted({(src, dst) for src, dst in incoming_edges if dst in used}),
         "stated_values_json": stated,
         "pick_criteria_json": picks,
+        "call_purposes_json": purposes,
+        "answer_facts_json": [f.model_dump(mode="json") for f in facts],
         "seed": seed,
     }
 
@@ -480,6 +648,7 @@ def write_task(
         user_query=out["user_query"],
         dialogue_history=tuple({"role": t["role"], "content": t["content"]} for t in out["dialogue_history"]),
         reasoning_chain=tuple(out["reasoning_chain"]),
+        expected_answer=tuple(f["value"] for f in inputs["answer_facts_json"]),
     )
 
 
@@ -528,6 +697,31 @@ def make_task_record(trace: GoldenTrace, text: TaskText, env: Environment, *, se
     )
 
 
+TEXT_REJECTIONS: dict[str, str] = {
+    "broken grammar": "broken_grammar",
+    "tool name as goal": "tool_name_goal",
+    "value dump": "value_dump",
+    "no answer facts": "no_answer_facts",
+    "fact ": "answer_not_in_outputs",
+}
+"""Problem prefix (tdg.textstats.text_problems) -> the reason a task text is dropped with."""
+
+
+def text_rejection(trace: GoldenTrace, text: TaskText) -> tuple[str, str] | None:
+    """(reason, detail) when the text does not read as a user's request (tdg.textstats), else None.
+
+    Applied to both writers: the offline templates must meet it, and an LLM reply that breaks it is dropped. Whether
+    the text determines every argument (picks tied to their calls included) is the verify stage's solvability check.
+    """
+    from tdg.textstats import text_problems
+
+    problems = [p for p in text_problems(trace, text) if not p.startswith("unlinked pick")]
+    if not problems:
+        return None
+    reason = next((r for prefix, r in TEXT_REJECTIONS.items() if problems[0].startswith(prefix)), "writer_bad_text")
+    return reason, "; ".join(problems)
+
+
 class TaskgenOutcome(StrictModel):
     """Task records written for a batch of traces, the quarantined traces and the stage accounting."""
 
@@ -574,6 +768,11 @@ def write_tasks(
                 reason = "writer_bad_output" if isinstance(exc, LLMOutputError) else "writer_llm_error"
             logger.warning("task writer dropped trace %s: %s", trace.trace_id, exc)
             dropped.append(QuarantineRecord(item_id=trace.trace_id, stage=STAGE, reason=reason, detail=str(exc)))
+            continue
+        if problems := text_rejection(trace, text):
+            logger.warning("task writer dropped trace %s: %s", trace.trace_id, problems[1])
+            dropped.append(QuarantineRecord(item_id=trace.trace_id, stage=STAGE, reason=problems[0],
+                                            detail=problems[1][:2000]))  # fmt: skip
             continue
         records.append(make_task_record(trace, text, env, seed=task_seed, writer=writer))
     counts: dict[str, int] = {}

@@ -88,6 +88,9 @@ class ReplayResult(StrictModel):
 class SolvabilityResult(StrictModel):
     ok: bool
     missing: tuple[str, ...] = Field(default=(), description="'stage/tool.arg=value' entries not found.")
+    provenance: tuple[str, ...] = Field(
+        default=(), description="'stage/tool.arg <- text | earlier output | <tool>.<path>' for every argument."
+    )
 
 
 class AttemptScore(StrictModel):
@@ -241,29 +244,90 @@ def _in_text(spelling: str, text: str) -> bool:
     return re.search(left + re.escape(spelling) + right, text) is not None
 
 
+def _stated_conflicts(trace: GoldenTrace) -> set[str]:
+    """Argument names stated with two or more different values across the trace's calls (the text must say which
+    value is for which call)."""
+    seen: dict[str, set[str]] = defaultdict(set)
+    for stage in trace.stages:
+        for call in stage.calls:
+            for arg, value in stated_arguments(call).items():
+                seen[arg].add(canonical_json(value))
+    return {arg for arg, values in seen.items() if len(values) > 1}
+
+
+def _names_call(call_name: str, sentence: str) -> bool:
+    """The sentence names the call: a word of its name (not a stop word; a read verb by any read verb) occurs in it."""
+    from tdg.textstats import name_words, names_any
+
+    stop = {"a", "an", "the", "of", "to", "for", "by", "with", "from", "in", "on", "at", "and", "or", "set"}
+    return names_any([w for w in name_words(call_name) if w not in stop and len(w) > 1], sentence)
+
+
+def _resolve_stated(
+    where: str, call_name: str, value: Any, corpus: str, said: Sequence[str], earlier: set[str], ambiguous: bool
+) -> tuple[str, str | None]:
+    """(provenance, problem) of one stated argument: from the text (in a sentence naming the call when the same
+    argument takes other values elsewhere) or from an earlier output."""
+    from_text = False
+    for leaf in _leaves(value):
+        spellings = _spellings(leaf)
+        if not spellings:
+            continue
+        if any(_in_text(s, corpus) for s in spellings):
+            from_text = True
+            if ambiguous and not any(_in_text(sp, s) and _names_call(call_name, s) for s in said for sp in spellings):
+                return "text", f"{where}={leaf!r} (ambiguous: the text does not say which call it is for)"
+        elif not any(s in earlier for s in spellings):
+            return "", f"{where}={leaf!r}"
+    return ("text" if from_text else "earlier output"), None
+
+
 def check_solvable(trace: GoldenTrace, text: TaskText) -> SolvabilityResult:
-    """Determined: every stated argument value appears in the query/dialogue or in an output of an earlier stage,
-    and every dependency value picked from a list of >= 2 is singled out by the text (a unique attribute of the
-    element, or a stated first/last rule) — no argument needs a free choice.
+    """Determined: every argument of every call resolves, uniquely, from the text and earlier outputs — the way an
+    agent must resolve it.
+
+    Per argument (its provenance is recorded):
+    - a stated argument's value appears in the query/dialogue, or in an output of an earlier stage; when the same
+      argument takes different values in different calls, the sentence that states each value names its call;
+    - a dependency argument's value is held by an earlier output (its source call ran before); when it is picked
+      from a list of >= 2 differing elements, the text singles the element out (a unique attribute of it, or a
+      stated first/last rule) and, when the task has two or more picks, ties each criterion to its call
+      (tdg.textstats.unlinked_picks).
 
     Strings and numbers are checked (normalized: case-folded, whitespace collapsed, whole-word); booleans and
     nulls cannot be string-matched and are not checked. Values inside lists and objects are checked leaf by leaf.
     """
     from tdg.quality import undetermined_picks
+    from tdg.textstats import sentences, shown_text, unlinked_picks
 
     corpus = _norm(" ".join([text.user_query, *(turn.get("content", "") for turn in text.dialogue_history)]))
+    said = sentences(shown_text(text))
+    conflicts = _stated_conflicts(trace)
     earlier: set[str] = set()
+    produced: set[str] = set()
     missing: list[str] = []
+    provenance: list[str] = []
     for index, stage in enumerate(trace.stages):
         for call in stage.calls:
-            for arg, value in sorted(stated_arguments(call).items()):
-                for leaf in _leaves(value):
-                    spellings = _spellings(leaf)
-                    if spellings and not any(s in earlier or _in_text(s, corpus) for s in spellings):
-                        missing.append(f"{index}/{call.name}.{arg}={leaf!r}")
+            for arg, value in sorted(call.arguments.items()):
+                where = f"{index}/{call.name}.{arg}"
+                if arg in call.dependency_args:
+                    source = call.dependency_args[arg]
+                    held = all(any(s in earlier for s in _spellings(leaf)) for leaf in _leaves(value)
+                               if _spellings(leaf))  # fmt: skip
+                    if source.partition(".")[0] not in produced or not held:
+                        missing.append(f"{where}={value!r} (no earlier output holds it)")
+                    provenance.append(f"{where} <- {source}")
+                    continue
+                origin, problem = _resolve_stated(where, call.name, value, corpus, said, earlier, arg in conflicts)
+                if problem:
+                    missing.append(problem)
+                provenance.append(f"{where} <- {origin or 'nowhere'}")
         earlier.update(s for call in stage.calls for leaf in _leaves(call.output) for s in _spellings(leaf))
+        produced.update(call.name for call in stage.calls)
     missing += [f"undetermined pick {pick}" for pick in undetermined_picks(trace, text)]
-    return SolvabilityResult(ok=not missing, missing=tuple(missing))
+    missing += [f"unlinked pick {pick}" for pick in unlinked_picks(trace, text)]
+    return SolvabilityResult(ok=not missing, missing=tuple(missing), provenance=tuple(provenance))
 
 
 # -------------------------------------------------------------------------------------------- scoring

@@ -252,6 +252,14 @@ class TestDataset:
         assert outcome.report.balanced and outcome.quality.dropped == {"probe_ties_gold:call_everything": 1}
         assert len(assess([good, other], {"shop": SCHEMAS}, CFG, drop=False, probe_failures=failures).kept) == 2
 
+    def test_the_report_carries_the_task_text_figures_with_targets(self):
+        good = _pick('Order the "Rake".', {"product_id": "field=name"})
+        dataset = assess([good], {"shop": SCHEMAS}, CFG).quality
+        for metric in ("spaced_tool_name_goal_task_share", "value_dump_task_share", "broken_grammar_task_share",
+                       "unlinked_pick_task_share", "answer_check_coverage"):  # fmt: skip
+            assert metric in dataset.dataset and metric in {row["metric"] for row in dataset.targets}
+        assert dataset.dataset["answer_check_coverage"] == 0.0  # the text carries no answer facts
+
     def test_drop_list_is_configurable(self):
         bad = _pick("Anything.")
         keep_all = QualityConfig(embedder="tfidf", drop=())

@@ -57,7 +57,7 @@ class TestWriteTaskOffline:
         for stage in trace.stages:
             for call in stage.calls:
                 for value in stated_arguments(call).values():
-                    assert json.dumps(value).strip('"') in text.user_query
+                    assert json.dumps(value).strip('"') in _task_text(text)
 
     def test_dialogue_plays_the_information_gap_without_repeating_the_query(self, env, credit_trace, offline):
         texts = [write_task(credit_trace, env, incoming_edges=credit_trace.edges_used, client=offline, seed=s)
@@ -79,7 +79,8 @@ class TestWriteTaskOffline:
 
         for seed in range(24):
             text = write_task(credit_trace, env, incoming_edges=(), client=offline, seed=seed)
-            assert "add a balance" in text.user_query or "add the balance" in text.user_query, text.user_query
+            query = text.user_query.lower()
+            assert "add a balance" in query or "add the balance" in query, text.user_query
             assert not goal_missing(make_task_record(credit_trace, text, env, seed=seed)), text.user_query
 
     def test_never_quotes_descriptions_tool_names_or_steps(self, env, credit_trace, offline):
@@ -166,50 +167,89 @@ def test_output_schema_accepts_the_offline_writer():
     assert role.output_schema is TASK_OUTPUT_SCHEMA
 
 
-def test_the_goal_is_not_the_step_list_and_picks_are_stated_once():
+def _inputs(stages: list[dict], kinds: dict[str, str], seed: int = 1) -> dict:
+    definitions = [{"name": n, "kind": k} for n, k in kinds.items()]
+    return {"golden_trace_json": {"trace_id": "t", "stages": stages}, "tool_definitions_json": definitions,
+            "dependency_edges_json": [], "stated_values_json": [], "pick_criteria_json": [], "seed": seed}  # fmt: skip
+
+
+_PRODUCTS = {"status": "success", "message": "ok",
+             "products": [{"product_id": "P1", "name": "Hose"}, {"product_id": "P2", "name": "Rake"}]}  # fmt: skip
+
+
+def _pick(name: str, index: int, purpose: str = "") -> dict:
+    return {"name": name, "arguments": {"product_id": f"P{index + 1}"}, "purpose": purpose,
+            "output": {"status": "success", "message": "ok", "review": {"review_id": f"R{index}", "stars": 4}},
+            "dependency_args": {"product_id": f"list_products.products[{index}].product_id"},
+            "pick_criteria": {"product_id": "field=name"}}  # fmt: skip
+
+
+def test_every_requested_call_is_asked_for_in_words_and_each_pick_names_its_call():
+    from data.models import TaskText
+    from tdg.taskgen import _trace_of, offline_task
+    from tdg.textstats import spaced_tool_names, text_problems, unlinked_picks
+
+    stages = [{"calls": [{"name": "list_products", "arguments": {}, "output": _PRODUCTS}]},
+              {"calls": [_pick("openshop_review_product", 0), _pick("openshop_archive_product", 1)]}]  # fmt: skip
+    kinds = {"list_products": "read", "openshop_review_product": "create", "openshop_archive_product": "update"}
+    trace = _trace_of(_inputs(stages, kinds)["golden_trace_json"])
+    for seed in range(16):
+        out = offline_task(_inputs(stages, kinds, seed))
+        text = TaskText(user_query=out["user_query"], dialogue_history=tuple(out["dialogue_history"]),
+                        expected_answer=("R0",))  # fmt: skip
+        shown = " ".join([*(t["content"] for t in out["dialogue_history"]), out["user_query"]]).lower()
+        assert "review a" in shown and "archive the product" in shown, shown  # behaviour + entity, no namespace
+        assert "openshop" not in shown and not spaced_tool_names(trace, text)
+        assert unlinked_picks(trace, text) == [] and text_problems(trace, text) == [], shown
+        assert shown.count('"hose"') == 1 and shown.count('"rake"') == 1  # each criterion said once, tied
+
+
+def test_a_provider_is_never_asked_for_but_the_values_the_user_knows_are_said():
     from tdg.taskgen import offline_task
 
-    names = [f"send_{w}" for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")]
-    products = {"status": "success", "message": "ok",
-                "products": [{"product_id": "P1", "name": "Hose"}, {"product_id": "P2", "name": "Rake"}]}  # fmt: skip
-    pick = {"arguments": {"product_id": "P2"}, "output": {"status": "success", "message": "ok"},
-            "dependency_args": {"product_id": "list_products.products[1].product_id"},
-            "pick_criteria": {"product_id": "field=name"}}  # fmt: skip
-    stages = [{"calls": [{"name": "list_products", "arguments": {}, "output": products}]},
-              {"calls": [{"name": "get_product", **pick}, {"name": "check_product", **pick}]},
-              *({"calls": [{"name": n, "arguments": {}, "output": {"status": "success", "message": "ok"}}]}
-                for n in names)]  # fmt: skip
-    definitions = [{"name": n, "kind": "action"} for n in names] + [
-        {"name": n, "kind": "read"} for n in ("list_products", "get_product", "check_product")
-    ]
-    inputs = {"golden_trace_json": {"trace_id": "t", "stages": stages}, "tool_definitions_json": definitions,
-              "dependency_edges_json": [], "stated_values_json": [], "pick_criteria_json": [], "seed": 1}  # fmt: skip
-    query = offline_task(inputs)["user_query"]
-    assert sum(f"send the {w}" in query for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")) == 4
-    assert "send the alpha" in query and "send the foxtrot" in query
-    assert query.count('"Rake"') == 1
+    stages = [{"calls": [{"name": "find_customer", "arguments": {"email": "ann@example.com"},
+                          "output": {"customer": {"customer_id": "C7"}}, "purpose": "provides:close_account.customer_id"}]},
+              {"calls": [{"name": "close_account", "arguments": {"customer_id": "C7"}, "purpose": "requested",
+                          "output": {"account": {"account_id": "A1", "state": "closed"}},
+                          "dependency_args": {"customer_id": "find_customer.customer.customer_id"}}]}]  # fmt: skip
+    for seed in range(8):
+        out = offline_task(_inputs(stages, {"find_customer": "read", "close_account": "update"}, seed))
+        shown = " ".join([*(t["content"] for t in out["dialogue_history"]), out["user_query"]]).lower()
+        assert "close the account" in shown and '"ann@example.com"' in shown
+        assert "find the customer" not in shown and "look up the customer" not in shown and "c7" not in shown
 
 
-def test_the_goal_says_it_only_for_the_same_record():
-    import random
+def test_answer_facts_are_what_the_user_asks_to_know():
+    from tdg.taskgen import _trace_of, answer_facts
 
-    from data.models import TraceCall
-    from tdg.taskgen import _goal_phrase
+    stages = [{"calls": [{"name": "get_task", "arguments": {"task_id": "T1"},
+                          "output": {"status": "success", "task": {"task_id": "T1", "priority": "high", "due": 3}}}]},
+              {"calls": [{"name": "create_note", "arguments": {"text": "hello"},
+                          "output": {"status": "success", "note": {"note_id": "N4", "text": "hello"}}}]}]  # fmt: skip
+    trace = _trace_of({"trace_id": "t", "stages": stages})
+    facts = answer_facts(trace, {"get_task": "read", "create_note": "create"})
+    assert [(f.tool, f.field, f.value) for f in facts] == [
+        ("get_task", "task.due", "3"), ("get_task", "task.priority", "high"), ("create_note", "note.note_id", "N4")
+    ]  # a read's attributes, a write's new id; never a value the user states (T1, "hello")
 
-    defs = {
-        n: {"kind": k} for n, k in (("create_order", "create"), ("update_order", "update"), ("cancel_order", "update"))
-    }
-    made = TraceCall(
-        name="create_order", arguments={"product_id": "P1"}, output={"order": {"order_id": "O9", "product_id": "P1"}}
-    )
-    same = TraceCall(name="cancel_order", arguments={"order_id": "O9"}, output={"order_id": "O9"})
-    other = TraceCall(
-        name="update_order", arguments={"order_id": "O2"}, output={"order": {"order_id": "O2", "product_id": "P1"}}
-    )
-    rng = random.Random(0)
-    assert _goal_phrase([made, same], defs, rng).endswith("cancel it")
-    assert "create an order" in _goal_phrase([other, made], defs, rng)  # a shared product is not the same order
-    assert _goal_phrase([other, made], defs, rng).startswith("update the order")
+
+def test_write_tasks_drops_a_reply_with_broken_grammar(env, credit_trace):
+    reply = {"user_query": 'Can you help me with an ? Find "Ann Lee" and credit 5.', "dialogue_history": [],
+             "reasoning_chain": []}  # fmt: skip
+    with FakeOpenAIServer(lambda req: {"content": json.dumps(reply)}) as server:
+        settings = LLMSettings(backend="openai", base_url=server.base_url, model="m", max_retries=0)
+        with LLMClient(settings) as client:
+            outcome = write_tasks([credit_trace], env, client=client, seed=0)
+    assert outcome.records == () and [q.reason for q in outcome.dropped] == ["broken_grammar"]
+    assert "dangling article" in outcome.dropped[0].detail
+
+
+def test_offline_texts_carry_answer_facts_and_pass_the_text_checks(env, credit_trace, offline):
+    from tdg.textstats import text_problems
+
+    for seed in range(12):
+        text = write_task(credit_trace, env, incoming_edges=(), client=offline, seed=seed)
+        assert text.expected_answer and text_problems(credit_trace, text) == [], text
 
 
 def test_goal_verbs_come_from_the_name_the_description_or_the_kind():

@@ -128,6 +128,33 @@ class TestSolvability:
         assert not check_solvable(trace, TaskText(user_query="What is the balance of user u2?")).ok
 
 
+    def test_every_argument_has_a_provenance(self, records):
+        result = check_solvable(records[0].trace, TaskText(user_query='Find "Ann Lee" and credit her account with 5.'))
+        assert result.ok and result.provenance == (
+            "0/find_user.name <- text", "1/get_user.user_id <- find_user.user_id",
+            "2/add_balance.account_id <- get_user.user.account_id", "2/add_balance.amount <- text",
+        )  # fmt: skip
+
+    def test_a_dependency_value_no_earlier_output_holds_is_unresolved(self, env):
+        plan = [[("get_user", {"user_id": "u1"}, {}, ("user_id",))],
+                [("get_balance", {"account_id": "acc-9"}, {"account_id": "get_user.user.account_id"}, ())]]  # fmt: skip
+        trace = build_trace(env, plan, trace_id="forged")
+        result = check_solvable(trace, TaskText(user_query="What is the balance of user u1?"))
+        assert not result.ok and result.missing == ("1/get_balance.account_id='acc-9' (no earlier output holds it)",)
+
+    def test_a_value_stated_twice_must_say_which_call_it_is_for(self, env):
+        plan = [[("get_user", {"user_id": "u1"}, {}, ("user_id",)), ("get_balance", {"account_id": "acc-9"}, {}, ())],
+                [("add_balance", {"account_id": "acc-7", "amount": 2}, {}, ())]]  # fmt: skip
+        trace = build_trace(env, plan, trace_id="twice")
+        vague = TaskText(user_query="For user u1, accounts acc-9 and acc-7, amount 2.")
+        tied = TaskText(user_query="Look up user u1. What is the balance of account acc-9? Add 2 to the balance of "
+                                   "account acc-7.")  # fmt: skip
+        assert [m.split(" (")[0] for m in check_solvable(trace, vague).missing] == [
+            "0/get_balance.account_id='acc-9'", "1/add_balance.account_id='acc-7'"
+        ]
+        assert check_solvable(trace, tied).ok
+
+
 class TestScoring:
     def test_dict_subset(self):
         assert dict_subset({"a": 1}, {"a": 1, "b": 2})
