@@ -116,7 +116,7 @@ class TestCoverage:
 
     def test_reaches_full_coverage(self) -> None:
         result = sample_skeletons_for_coverage(self._env_dags(), env_id="e", max_skeletons=20, max_parallel=2,
-                                               max_stages=5, seed=0)  # fmt: skip
+                                               max_stages=5, seed=0, goal_first=False)  # fmt: skip
         assert result.coverage == 1.0 and result.total == 11
         assert set(result.covered) == set().union(*(skeleton_tools(s) for s in result.skeletons))
         assert {s.graph_index for s in result.skeletons} == {0, 1}
@@ -126,7 +126,7 @@ class TestCoverage:
     def test_bias_beats_unbiased_sampling(self) -> None:
         dags = self._env_dags()
         biased = sample_skeletons_for_coverage(dags, env_id="e", max_skeletons=3, max_parallel=2, max_stages=5,
-                                               target_coverage=1.0, seed=0)  # fmt: skip
+                                               target_coverage=1.0, seed=0, goal_first=False)  # fmt: skip
         unbiased = set()
         for i in range(3):
             unbiased |= skeleton_tools(sample_skeleton(dags[i % 2], max_parallel=2, max_stages=5, seed=i))
@@ -134,9 +134,11 @@ class TestCoverage:
 
     def test_stops_at_target_and_is_deterministic(self) -> None:
         dags = self._env_dags()
-        half = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5)
+        half = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5,
+                                             goal_first=False)  # fmt: skip
         assert half.coverage >= 0.3 and len(half.skeletons) == 1
-        again = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5)
+        again = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5,
+                                              goal_first=False)  # fmt: skip
         assert again == half
 
     def test_min_skeletons_and_patience(self) -> None:
