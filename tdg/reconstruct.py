@@ -53,6 +53,7 @@ from tdg.fields import (
     resolve_path,
     singular,
 )
+from tdg.goalstats import PROVIDES, REQUESTED, depth_levels, order_sensitive, real_dependencies
 from tdg.infer import tool_entity
 from tdg.quality import (
     PLACEHOLDER_PATTERNS,
@@ -79,6 +80,7 @@ __all__ = [
     "trace_id_for",
     "is_linked",
     "order_ranges",
+    "goal_calls",
 ]
 
 logger = logging.getLogger(__name__)
@@ -757,6 +759,106 @@ def _replays(session: EnvSessionLike, stages: Sequence[TraceStage]) -> bool:
     return True
 
 
+# --------------------------------------------------------------------------- goal-first
+def _keep_real(calls: list[TraceCall]) -> list[TraceCall]:
+    """Keep only real dependency arguments (`tdg.goalstats.real_dependencies`): one whose value the trace states
+    (a context argument) or whose provider is gone becomes a context argument (the task states it), its pick
+    criterion dropped; repeated until stable (a moved value is stated too)."""
+    while True:
+        real = {(d.consumer, d.arg) for d in real_dependencies(calls)}
+        moved = [[a for a in c.dependency_args if (i, a) not in real] for i, c in enumerate(calls)]
+        if not any(moved):
+            return calls
+        calls = [
+            c.model_copy(update={
+                "dependency_args": {a: src for a, src in c.dependency_args.items() if a not in gone},
+                "context_args": tuple(c.context_args) + tuple(sorted(gone)),
+                "pick_criteria": {a: r for a, r in c.pick_criteria.items() if a not in gone},
+            }) if gone else c
+            for c, gone in zip(calls, moved, strict=True)
+        ]  # fmt: skip
+
+
+def goal_calls(calls: Sequence[TraceCall], last: Sequence[TraceCall] | None = None) -> list[TraceCall]:
+    """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
+
+    Calls linked by a real dependency are kept (a trace without any keeps the calls of its last stage `last`,
+    default the last call: the goals the skeleton ends in); every other call serves no goal and is pruned. A read whose output a later call needs is
+    ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes the DB (the
+    user must ask for a state change), is ``requested``.
+    """
+    flat = list(calls)
+    deps = real_dependencies(flat)
+    linked = sorted({d.provider for d in deps} | {d.consumer for d in deps})
+    kept = _keep_real([flat[i] for i in linked] if deps else list(last or flat[-1:]))
+    deps = real_dependencies(kept)
+    out = []
+    for index, call in enumerate(kept):
+        consumers = [d for d in deps if d.provider == index]
+        purpose = (f"{PROVIDES}{kept[consumers[0].consumer].name}.{consumers[0].arg}"
+                   if consumers and not call.db_changed else REQUESTED)  # fmt: skip
+        out.append(call.model_copy(update={"purpose": purpose}))
+    return out
+
+
+def _clashes(call: TraceCall, stage: Sequence[TraceCall], schemas: Mapping[str, ToolSchema]) -> bool:
+    """`call` may not share a stage with `stage`: a write on a record another call touches, or two records created
+    in one collection (the final DB would depend on the order of calls inside the turn)."""
+    return any(calls_conflict(call, other, schemas) or order_sensitive([call, other], schemas) for other in stage)
+
+
+def _goal_stages(calls: Sequence[TraceCall], schemas: Mapping[str, ToolSchema], keep_order: bool) -> list[list[TraceCall]]:
+    """Calls grouped into stages by real-dependency level (independent calls share a stage); a call that would
+    clash with one of its stage opens the next. `keep_order`: stages never reorder the calls (a stage starts
+    wherever the level would go down)."""
+    levels = depth_levels(len(calls), real_dependencies(calls))
+    if keep_order:
+        for i in range(1, len(levels)):
+            levels[i] = max(levels[i], levels[i - 1])
+    order = sorted(range(len(calls)), key=lambda i: (levels[i], i))
+    stages: list[list[TraceCall]] = []
+    last_level = None
+    for i in order:
+        if last_level != levels[i] or _clashes(calls[i], stages[-1], schemas):
+            stages.append([])
+        stages[-1].append(calls[i])
+        last_level = levels[i]
+    return stages
+
+
+def _replay_stages(session: EnvSessionLike, stages: Sequence[Sequence[TraceCall]]) -> list[TraceStage] | None:
+    """Run `stages` on a reset session; the recorded stages (fresh hashes and `db_changed`) when every output is the
+    recorded one, else None."""
+    session.reset()
+    out = []
+    for stage in stages:
+        before = session.db_hash()
+        calls = []
+        for call in stage:
+            start = session.db_hash()
+            if session.call(call.name, call.arguments) != call.output:
+                return None
+            calls.append(call.model_copy(update={"db_changed": session.db_hash() != start}))
+        out.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=session.db_hash()))
+    return out
+
+
+def _goal_first(session: EnvSessionLike, schemas: Mapping[str, ToolSchema], stages: Sequence[TraceStage]
+                ) -> list[TraceStage]:  # fmt: skip
+    """Prune the calls that serve no goal, record each call's purpose and restage by real-dependency level; the
+    result is replayed on a reset session (stages in level order, else in execution order).
+
+    Raises:
+        SkeletonFailed: ``goal_replay`` when the pruned trace no longer reproduces its outputs.
+    """
+    calls = goal_calls([c for stage in stages for c in stage.calls], stages[-1].calls if stages else ())
+    for keep_order in (False, True):
+        replayed = _replay_stages(session, _goal_stages(calls, schemas, keep_order))
+        if replayed is not None:
+            return replayed
+    raise SkeletonFailed("goal_replay", "the pruned trace does not reproduce its outputs")
+
+
 def _check_skeleton(skeleton: Skeleton, schemas: Mapping[str, ToolSchema], dag: nx.DiGraph) -> None:
     tools = [t for stage in skeleton.stages for t in stage]
     if not tools:
@@ -781,6 +883,7 @@ def reconstruct_trace(
     tries: int = 6,
     session: EnvSessionLike | None = None,
     keys: KeyRules | None = None,
+    goal_first: bool = True,
 ) -> GoldenTrace:
     """Ground `skeleton` into an executable golden trace on a live copy of `env`'s DB.
 
@@ -792,6 +895,9 @@ def reconstruct_trace(
         tries: Argument draws per call; after a tool error the DB is restored and the arguments re-drawn.
         session: An open session to reuse (it is reset first); a new one is opened and closed when None.
         keys: Which parameters name stored records (`key_rules`); derived from the env's plan when None.
+        goal_first: Prune the calls that serve no goal, record each call's `purpose`, keep only real dependency
+            arguments and restage by real-dependency level (`goal_calls`); False keeps the skeleton's calls and
+            stages as they ran.
 
     Returns:
         The golden trace; ``trace_id`` is a content hash, ``edges_used`` are the DAG edges among its tools.
@@ -799,7 +905,7 @@ def reconstruct_trace(
     Raises:
         SkeletonFailed: (a `ReconstructionError`) with ``reason`` ``tool_error:<tool>``,
             ``unfillable_arg:<tool>``, ``invalid_args:<tool>``, ``unknown_tool:<tool>``, ``repeated_tool`` or
-            ``empty_skeleton``, ``nondeterministic_replay``.
+            ``empty_skeleton``, ``nondeterministic_replay``, ``goal_replay``.
         SandboxError: The sandbox itself failed (timeout, memory, crash).
     """
     schemas = {s.name: s for s in env.schemas}
@@ -814,7 +920,9 @@ def reconstruct_trace(
         # A failed draw may have consumed the tools' seeded RNG; make sure a clean replay gives the same trace.
         if retried and not _replays(live, stages):
             raise SkeletonFailed("nondeterministic_replay", "the trace differs when replayed on a fresh session")
-    tools = {t for stage in skeleton.stages for t in stage}
+        if goal_first:
+            stages = _goal_first(live, schemas, stages)
+    tools = {call.name for stage in stages for call in stage.calls}
     edges = tuple(sorted((u, v) for u, v in dag.edges if u in tools and v in tools))
     return GoldenTrace(
         trace_id=trace_id_for(env.env_id, skeleton.graph_index, stages, initial),
@@ -862,6 +970,7 @@ def reconstruct_all(
     seed: int = 0,
     tries: int = 6,
     max_unlinked: int | None = None,
+    goal_first: bool = True,
 ) -> ReconstructionResult:
     """Reconstruct every skeleton of one environment on one reused session; failures are quarantined.
 
@@ -871,6 +980,7 @@ def reconstruct_all(
         skeletons: From `tdg.dus.sample_skeletons_for_coverage`.
         seed: Base seed; each skeleton's seed derives from it and the skeleton's content.
         tries: Argument draws per call (see `reconstruct_trace`).
+        goal_first: See `reconstruct_trace`.
         max_unlinked: Most traces kept in which no value flows from one call into another (`is_linked`); None
             keeps all. Those that add the most tools not covered by the linked ones are kept, the rest are dropped
             as ``single_stage``: an environment whose tools share no data yields a few such tasks, not ten.
@@ -891,7 +1001,8 @@ def reconstruct_all(
                     raise SkeletonFailed("unknown_graph", f"graph_index {skeleton.graph_index}")
                 dag = dags[skeleton.graph_index]
                 trace = reconstruct_trace(
-                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session, keys=keys
+                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session, keys=keys,
+                    goal_first=goal_first,
                 )
             except SkeletonFailed as exc:
                 quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=exc.reason, detail=exc.detail))

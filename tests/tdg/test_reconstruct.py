@@ -47,7 +47,8 @@ class TestReconstructAll:
         assert result.report.balanced and result.report.inputs == len(skeletons) >= 3
         assert result.report.produced >= len(skeletons) - 1
         called = {c.name for t in result.traces for s in t.stages for c in s.calls}
-        assert called == set(env.tool_names)
+        linked = {t for dag in shop_run[1] for t in dag.nodes if dag.degree(t)}
+        assert called == linked  # a tool that shares no data with another serves no goal next to others
 
     def test_replay_on_fresh_session_is_byte_identical(self, shop_run) -> None:
         env, _, _, result = shop_run
