@@ -176,7 +176,10 @@ def test_a_computed_result_feeds_the_next_calculation() -> None:
     # a merely similar field is no data flow (`bggs[].id ~ maxbggrating (cos 0.567)` in a real Toucan graph)
     dag.edges["mean", "floor"]["evidence"] = ("semantic: P(edge)=0.52 from names and descriptions; closest fields "
                                               "mean.response.count ~ floor.number (cos 0.567)")  # fmt: skip
-    assert reconstruct_trace(env, dag, skeleton, seed=0).stages[1].calls[0].dependency_args == {}
+    assert reconstruct_trace(env, dag, skeleton, seed=0, goal_first=False).stages[1].calls[0].dependency_args == {}
+    # goal-first: `mean` then serves no goal and is pruned; `floor` is the requested goal
+    (only,) = [c for s in reconstruct_trace(env, dag, skeleton, seed=0).stages for c in s.calls]
+    assert (only.name, only.purpose, only.dependency_args) == ("floor", "requested", {})
 
 
 def test_a_raising_tool_drops_only_its_skeletons() -> None:
