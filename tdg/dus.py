@@ -178,7 +178,7 @@ def sample_skeleton(
     )
 
 
-_WRITE_BONUS = 3.0
+_WRITE_BONUS = 6.0
 
 
 def _providers_for(
@@ -227,10 +227,11 @@ def sample_goal_skeleton(
 ) -> Skeleton:
     """Goal-first DUS: draw the goal, then exactly the providers it needs (issue 20).
 
-    The goal is a tool with requirements (weighted by `weights`, writes x3, so tasks change state where they
+    The goal is a tool with requirements (weighted by `weights`, writes x6, so tasks change state where they
     can); for each of its requirement groups one provider is drawn (a provider already planned is reused; no
     terminal tool provides), recursively, within `max_stages` levels. Up to `max_parallel - 1` more goals then join
-    when everything they need is already planned (they share the providers, not unrelated roots). Every tool of the
+    when everything they need is already planned (they share the providers, not unrelated roots): every such
+    write, a read with probability 1/2. Every tool of the
     skeleton is a goal or provides a value to a later tool; stages are the levels of the provider chains, so
     independent tools share a stage. A graph without edges yields one-tool skeletons (a tool without edges in a
     graph with edges is never drawn: it serves no goal next to others).
@@ -261,7 +262,7 @@ def sample_goal_skeleton(
         extra = [n for n in sorted(dag.nodes) if n not in plan and groups[n] and n not in terminal
                  and all(g & set(plan) for g in groups[n])]  # fmt: skip
         for tool in _weighted_sample(extra, len(extra), goal_weight, rng)[: max_parallel - 1]:
-            if rng.random() < 0.6:
+            if tool in writes or rng.random() < 0.5:  # a state change the providers unlock is always wanted
                 plan[tool] = -1
     levels = _levels(set(plan), groups, dag) if plan else {}
     depth = 1 + max(levels.values(), default=-1)

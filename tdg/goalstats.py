@@ -3,8 +3,10 @@ information, how deep the chains are, and whether the task changes state.
 
 - A **real dependency** is a dependency argument (`TraceCall.dependency_args`) whose value an earlier call's
   output produced and the task does not state: the value is no context argument of any call of the trace (those
-  are stated in the text) and, when the task text is given, does not occur in it. A dependency whose value is
-  stated carries no information: the agent can use the stated value without the earlier call.
+  are stated in the text) and, when the task text is given, does not occur in it; and, when the schemas are
+  given, the argument is no enum or boolean (a choice among a few values the user states, e.g. a sort order
+  copied from a listed item). A dependency whose value is stated carries no information: the agent can use the
+  stated value without the earlier call.
 - **Real-dependency depth**: the number of calls on the longest chain of real dependencies (1: no real dependency;
   2: one call feeds another). Goal-first traces are staged by it (`tdg.reconstruct`), so it is their stage count.
 - A call is **required** when its purpose (`TraceCall.purpose`) is ``requested``, or ``provides:<tool>.<arg>`` and
@@ -92,11 +94,24 @@ def stated_values(calls: Sequence[TraceCall]) -> set[str]:
     return out
 
 
+def _choice(schema: ToolSchema | None, arg: str) -> bool:
+    """The argument takes one of a few values (an enum or a boolean), not information an output must carry."""
+    if schema is None:
+        return False
+    sub = (schema.parameters.get("properties") or {}).get(arg)
+    if not isinstance(sub, Mapping):
+        return False
+    kind = sub.get("type")
+    return bool(sub.get("enum")) or kind == "boolean" or (isinstance(kind, list) and "boolean" in kind)
+
+
 def real_dependencies(
-    calls: Sequence[TraceCall] | GoldenTrace, text: str | None = None
-) -> list[RealDependency]:
+    calls: Sequence[TraceCall] | GoldenTrace, text: str | None = None,
+    schemas: Mapping[str, ToolSchema] | None = None,
+) -> list[RealDependency]:  # fmt: skip
     """The real dependencies among `calls` (in execution order); `text`, when given, is the normalized task text
-    (`tdg.quality._shown_text`) whose values count as stated too."""
+    (`tdg.quality._shown_text`) whose values count as stated too; with `schemas`, enum and boolean arguments are
+    never real dependencies."""
     from tdg.quality import _in_text
 
     flat = _flat(calls)
@@ -107,7 +122,7 @@ def real_dependencies(
         for arg, source in sorted(call.dependency_args.items()):
             provider = source_call(source, names[:index])
             value = call.arguments.get(arg)
-            if provider is None or repr(value) in stated:
+            if provider is None or repr(value) in stated or _choice((schemas or {}).get(call.name), arg):
                 continue
             if text is not None and not isinstance(value, list) and _in_text(value, text):
                 continue
@@ -170,7 +185,7 @@ def analyze_trace(
 ) -> TraceGoals:
     """Goal-first figures of one trace (see the module doc)."""
     flat = _flat(trace)
-    deps = real_dependencies(flat, text)
+    deps = real_dependencies(flat, text, schemas)
     linked = {d.provider for d in deps} | {d.consumer for d in deps}
     levels = depth_levels(len(flat), deps)
     return TraceGoals(

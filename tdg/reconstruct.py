@@ -760,12 +760,12 @@ def _replays(session: EnvSessionLike, stages: Sequence[TraceStage]) -> bool:
 
 
 # --------------------------------------------------------------------------- goal-first
-def _keep_real(calls: list[TraceCall]) -> list[TraceCall]:
+def _keep_real(calls: list[TraceCall], schemas: Mapping[str, ToolSchema] | None) -> list[TraceCall]:
     """Keep only real dependency arguments (`tdg.goalstats.real_dependencies`): one whose value the trace states
     (a context argument) or whose provider is gone becomes a context argument (the task states it), its pick
     criterion dropped; repeated until stable (a moved value is stated too)."""
     while True:
-        real = {(d.consumer, d.arg) for d in real_dependencies(calls)}
+        real = {(d.consumer, d.arg) for d in real_dependencies(calls, schemas=schemas)}
         moved = [[a for a in c.dependency_args if (i, a) not in real] for i, c in enumerate(calls)]
         if not any(moved):
             return calls
@@ -779,19 +779,22 @@ def _keep_real(calls: list[TraceCall]) -> list[TraceCall]:
         ]  # fmt: skip
 
 
-def goal_calls(calls: Sequence[TraceCall], last: Sequence[TraceCall] | None = None) -> list[TraceCall]:
+def goal_calls(
+    calls: Sequence[TraceCall], last: Sequence[TraceCall] | None = None,
+    schemas: Mapping[str, ToolSchema] | None = None,
+) -> list[TraceCall]:  # fmt: skip
     """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
 
     Calls linked by a real dependency are kept (a trace without any keeps the calls of its last stage `last`,
-    default the last call: the goals the skeleton ends in); every other call serves no goal and is pruned. A read whose output a later call needs is
-    ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes the DB (the
+    default the last call: the goals the skeleton ends in); every other call serves no goal and is pruned. A read
+    whose output a later call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes the DB (the
     user must ask for a state change), is ``requested``.
     """
     flat = list(calls)
-    deps = real_dependencies(flat)
+    deps = real_dependencies(flat, schemas=schemas)
     linked = sorted({d.provider for d in deps} | {d.consumer for d in deps})
-    kept = _keep_real([flat[i] for i in linked] if deps else list(last or flat[-1:]))
-    deps = real_dependencies(kept)
+    kept = _keep_real([flat[i] for i in linked] if deps else list(last or flat[-1:]), schemas)
+    deps = real_dependencies(kept, schemas=schemas)
     out = []
     for index, call in enumerate(kept):
         consumers = [d for d in deps if d.provider == index]
@@ -811,7 +814,7 @@ def _goal_stages(calls: Sequence[TraceCall], schemas: Mapping[str, ToolSchema], 
     """Calls grouped into stages by real-dependency level (independent calls share a stage); a call that would
     clash with one of its stage opens the next. `keep_order`: stages never reorder the calls (a stage starts
     wherever the level would go down)."""
-    levels = depth_levels(len(calls), real_dependencies(calls))
+    levels = depth_levels(len(calls), real_dependencies(calls, schemas=schemas))
     if keep_order:
         for i in range(1, len(levels)):
             levels[i] = max(levels[i], levels[i - 1])
@@ -851,7 +854,7 @@ def _goal_first(session: EnvSessionLike, schemas: Mapping[str, ToolSchema], stag
     Raises:
         SkeletonFailed: ``goal_replay`` when the pruned trace no longer reproduces its outputs.
     """
-    calls = goal_calls([c for stage in stages for c in stage.calls], stages[-1].calls if stages else ())
+    calls = goal_calls([c for stage in stages for c in stage.calls], stages[-1].calls if stages else (), schemas)
     for keep_order in (False, True):
         replayed = _replay_stages(session, _goal_stages(calls, schemas, keep_order))
         if replayed is not None:
@@ -980,7 +983,8 @@ def reconstruct_all(
         skeletons: From `tdg.dus.sample_skeletons_for_coverage`.
         seed: Base seed; each skeleton's seed derives from it and the skeleton's content.
         tries: Argument draws per call (see `reconstruct_trace`).
-        goal_first: See `reconstruct_trace`.
+        goal_first: See `reconstruct_trace`; unlinked traces then only top an environment up to `max_unlinked`
+            traces (an environment with that many linked traces keeps none).
         max_unlinked: Most traces kept in which no value flows from one call into another (`is_linked`); None
             keeps all. Those that add the most tools not covered by the linked ones are kept, the rest are dropped
             as ``single_stage``: an environment whose tools share no data yields a few such tasks, not ten.
@@ -1018,7 +1022,8 @@ def reconstruct_all(
             seen.add(trace.trace_id)
             traces.append(trace)
     if max_unlinked is not None:
-        traces, unlinked = _limit_unlinked(traces, max_unlinked)
+        limit = max(0, max_unlinked - sum(map(is_linked, traces))) if goal_first else max_unlinked
+        traces, unlinked = _limit_unlinked(traces, limit)
         quarantine += [QuarantineRecord(item_id=f"{env.env_id}/{t.trace_id}", stage=STAGE, reason="single_stage",
                                         detail=f"no value flows between its calls; {max_unlinked} such traces kept "
                                         "per environment") for t in unlinked]  # fmt: skip
