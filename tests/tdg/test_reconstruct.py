@@ -404,3 +404,78 @@ def test_one_offered_element_of_a_longer_list_still_gets_a_pick_rule() -> None:
     assert (path, value) == ("databases[2].name", "audit") and criterion is not None
     single = {"database": {"name": "audit"}}
     assert _determined_pick(single, [("database.name", "audit")], random.Random(0))[2] is None
+
+
+# --------------------------------------------------------------------------- goal-first traces (issue 20)
+class TestGoalFirst:
+    def test_every_call_is_requested_or_provides_a_later_calls_argument(self, shop_run) -> None:
+        from tdg.goalstats import real_dependencies
+
+        _, _, _, result = shop_run
+        providers = 0
+        for trace in result.traces:
+            calls = [c for s in trace.stages for c in s.calls]
+            deps = real_dependencies(calls)
+            for index, call in enumerate(calls):
+                if call.purpose == "requested":
+                    continue
+                assert call.purpose.startswith("provides:"), call.purpose
+                tool, _, arg = call.purpose.removeprefix("provides:").rpartition(".")
+                (consumer,) = [j for j, c in enumerate(calls) if c.name == tool]
+                assert any(d.provider == index and d.consumer == consumer and d.arg == arg for d in deps)
+                assert calls[consumer].dependency_args[arg].startswith(call.name + ".")
+                providers += 1
+            if len(calls) > 1:  # no call serves nothing: each is linked to another by a real dependency
+                linked = {d.provider for d in deps} | {d.consumer for d in deps}
+                assert linked == set(range(len(calls)))
+            # every dependency argument left is a real one
+            assert len(deps) == sum(len(c.dependency_args) for c in calls)
+        assert providers >= 2
+
+    def test_stages_are_real_dependency_levels(self, shop_run) -> None:
+        from tdg.goalstats import real_dependencies
+
+        _, _, _, result = shop_run
+        for trace in result.traces:
+            calls = [c for s in trace.stages for c in s.calls]
+            stage_of = [i for i, s in enumerate(trace.stages) for _ in s.calls]
+            for dep in real_dependencies(calls):
+                assert stage_of[dep.provider] < stage_of[dep.consumer]
+            assert all(stage.calls for stage in trace.stages)
+
+
+def _read(name: str, args: dict[str, Any], output: dict[str, Any], dep: dict[str, str] | None = None) -> Any:
+    from data.models import TraceCall
+
+    dep = dep or {}
+    return TraceCall(name=name, arguments=args, output=output, dependency_args=dep,
+                     context_args=tuple(a for a in args if a not in dep), db_changed=False)  # fmt: skip
+
+
+def test_goal_calls_prune_unserving_calls_and_share_a_stage_between_independent_ones() -> None:
+    from tdg.reconstruct import _goal_stages, goal_calls
+
+    orders = _read("list_orders", {}, {"orders": [{"id": "o1"}, {"id": "o2"}]})
+    weather = _read("get_weather", {"city": "Oslo"}, {"temp": 3})  # DUS filler: feeds nothing, needs nothing
+    get = _read("get_order", {"order_id": "o1"}, {"order": {"id": "o1"}}, {"order_id": "list_orders.orders[0].id"})
+    ship = _read("track_order", {"order_id": "o2"}, {"eta": 2}, {"order_id": "list_orders.orders[1].id"})
+    note = _read("note", {"order_id": "o2", "text": "hi"}, {"ok": True}, {"order_id": "list_orders.orders[1].id"})
+    calls = goal_calls([orders, weather, get, note, ship])
+    names = [c.name for c in calls]
+    assert "get_weather" not in names and names[0] == "list_orders"
+    assert calls[0].purpose == "provides:get_order.order_id"
+    assert {c.name: c.purpose for c in calls[1:]} == {n: "requested" for n in ("get_order", "note", "track_order")}
+    # every call in one stage after its provider: independent calls share the stage
+    from data.models import ToolKind, ToolSchema
+
+    reads = {c.name: ToolSchema(name=c.name, raw_name=c.name, description=c.name, kind=ToolKind.READ,
+                                parameters={"type": "object"}, response={"type": "object"}) for c in calls}  # fmt: skip
+    stages = _goal_stages(calls, reads, keep_order=False)
+    assert [[c.name for c in s] for s in stages] == [["list_orders"], ["get_order", "note", "track_order"]]
+    # a write on a record another call of the stage reads opens the next stage (no order-dependent turn)
+    writes = {**reads, "note": reads["note"].model_copy(update={"kind": ToolKind.UPDATE})}
+    stages = _goal_stages(calls, writes, keep_order=False)
+    assert [[c.name for c in s] for s in stages] == [["list_orders"], ["get_order", "note"], ["track_order"]]
+    # without any real dependency (its provider is gone) the last stage's calls are the goals, the value stated
+    only = goal_calls([weather, note], last=[note])
+    assert [(c.name, c.purpose, c.dependency_args) for c in only] == [("note", "requested", {})]
