@@ -826,6 +826,9 @@ def assess(
     quality = build_report(kept_findings, tools_per_env, duplicates, embedder, cfg,
                            candidates=all_findings if drop else None, dropped=counts,
                            mutation_scores=mutation_scores)  # fmt: skip
+    from tdg.goalstats import goal_summary
+
+    quality.dataset.update(goal_summary(kept, schemas))  # required calls, real dependencies, state (issue 20)
     return QualityOutcome(kept=tuple(kept), dropped=tuple(quarantine), report=report, quality=quality)
 
 
