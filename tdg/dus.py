@@ -19,6 +19,11 @@ left depends on what ran, so more stages would only append unrelated calls). Con
 yields single-stage skeletons; `sample_skeletons_for_coverage` rejects single-stage skeletons of a graph that has
 edges.
 
+Goal-first sampling (`sample_goal_skeleton`, the default of `sample_skeletons_for_coverage`; issue 20) turns
+DUS around: it draws the goal (a tool with requirements, writes preferred) and then exactly one provider per
+requirement group, recursively, so no stage holds a ready tool that serves no goal; tools the planned providers
+also unlock may join as further goals. Its stages are the levels of the provider chains.
+
 `sample_skeletons_for_coverage` repeats DUS over an environment's DAGs (round-robin), weighting tools toward the
 not-yet-covered ones (and toward tools with uncovered descendants), until coverage reaches the target, stops
 improving for `patience` skeletons, or `max_skeletons` is reached. `random_walk_skeleton` is the baseline.

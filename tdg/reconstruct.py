@@ -12,6 +12,14 @@ Optional parameters are filled only from dependencies. A call whose output has s
 restored (`set_db`) and the arguments re-drawn (any offering predecessor, other DB values) up to `tries` times;
 then the skeleton fails with reason ``tool_error:<tool>``. A trace that needed a retry is replayed once on a reset
 session and kept only if outputs and hashes match (a failed draw may have advanced the tools' seeded RNG).
+
+Goal-first (issue 20, the default): after the skeleton ran, a dependency argument is kept only when it is real
+(`tdg.goalstats.real_dependencies`: produced by an earlier output, not stated as another call's context argument,
+no enum or boolean), else it becomes a context argument; calls linked by no real dependency serve no goal and are
+pruned; each call records its `purpose` (``requested``, or ``provides:<tool>.<arg>`` for a read whose output a
+later call needs); the calls are restaged by real-dependency level, independent calls sharing a stage unless they
+touch one record or create two records of one collection, and replayed on a reset session (reason
+``goal_replay`` when the pruned trace no longer reproduces its outputs).
 """
 
 from __future__ import annotations
