@@ -787,18 +787,45 @@ def _keep_real(calls: list[TraceCall], schemas: Mapping[str, ToolSchema] | None)
         ]  # fmt: skip
 
 
+def _earliest_source(calls: Sequence[TraceCall], index: int, arg: str, source: str) -> str:
+    """The earliest call before `index` whose output holds the same value under the same key as `source` names,
+    not picked out of a list of several ('create_task.task.task_id' rather than a later
+    'list_tasks.tasks[0].task_id'); `source` when there is none: a read that repeats what an earlier call
+    returned serves no goal."""
+    value = calls[index].arguments.get(arg)
+    key = re.split(r"[.\[\]]+", source.rstrip("]"))[-1]
+    for call in calls[:index]:
+        for ref, leaf in _leaves(call.output):
+            picked = list_pick(call.output, ref.path)
+            if ref.leaf == key and leaf == value and (picked is None or len(picked[1]) <= 1):
+                return f"{call.name}.{ref.path}"
+    return source
+
+
+def _resource(calls: Sequence[TraceCall]) -> list[TraceCall]:
+    """Every dependency argument re-pointed to its earliest source (`_earliest_source`)."""
+    out = []
+    for index, call in enumerate(calls):
+        moved = {a: _earliest_source(calls, index, a, src) for a, src in call.dependency_args.items()}
+        changed = {a for a in moved if moved[a] != call.dependency_args[a]}
+        out.append(call.model_copy(update={"dependency_args": moved, "pick_criteria": {
+            a: r for a, r in call.pick_criteria.items() if a not in changed}}) if changed else call)  # fmt: skip
+    return out
+
+
 def goal_calls(
     calls: Sequence[TraceCall], last: Sequence[TraceCall] | None = None,
     schemas: Mapping[str, ToolSchema] | None = None,
 ) -> list[TraceCall]:  # fmt: skip
     """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
 
-    Calls linked by a real dependency are kept (a trace without any keeps the calls of its last stage `last`,
+    Each dependency argument is first re-pointed to the earliest call that returned its value (a read repeating
+    it is then no provider). Calls linked by a real dependency are kept (a trace without any keeps the calls of its last stage `last`,
     default the last call: the goals the skeleton ends in); every other call serves no goal and is pruned. A read
     whose output a later call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes the DB (the
     user must ask for a state change), is ``requested``.
     """
-    flat = list(calls)
+    flat = _resource(calls)
     deps = real_dependencies(flat, schemas=schemas)
     linked = sorted({d.provider for d in deps} | {d.consumer for d in deps})
     kept = _keep_real([flat[i] for i in linked] if deps else list(last or flat[-1:]), schemas)

@@ -479,3 +479,17 @@ def test_goal_calls_prune_unserving_calls_and_share_a_stage_between_independent_
     # without any real dependency (its provider is gone) the last stage's calls are the goals, the value stated
     only = goal_calls([weather, note], last=[note])
     assert [(c.name, c.purpose, c.dependency_args) for c in only] == [("note", "requested", {})]
+
+
+def test_a_read_that_repeats_an_earlier_output_is_no_provider() -> None:
+    from tdg.reconstruct import goal_calls
+
+    create = _read("create_task", {"title": "Inventory"}, {"task": {"task_id": "T5", "title": "Inventory"}})
+    create = create.model_copy(update={"db_changed": True})
+    listed = _read("list_tasks", {"title": "Inventory"}, {"tasks": [{"task_id": "T5"}]})
+    assign = _read("assign_task", {"task_id": "T5", "assignee": "Ann"}, {"ok": True},
+                   {"task_id": "list_tasks.tasks[0].task_id"})  # fmt: skip
+    calls = goal_calls([create, listed, assign])
+    assert [c.name for c in calls] == ["create_task", "assign_task"]
+    assert calls[1].dependency_args == {"task_id": "create_task.task.task_id"}
+    assert [c.purpose for c in calls] == ["requested", "requested"]  # a write is asked for, even when it provides
