@@ -814,21 +814,26 @@ def _resource(calls: Sequence[TraceCall]) -> list[TraceCall]:
 
 
 def goal_calls(
-    calls: Sequence[TraceCall], last: Sequence[TraceCall] | None = None,
-    schemas: Mapping[str, ToolSchema] | None = None,
+    calls: Sequence[TraceCall], last: int | None = None,
+    schemas: Mapping[str, ToolSchema] | None = None, *, keep_writes: bool = False,
 ) -> list[TraceCall]:  # fmt: skip
     """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
 
     Each dependency argument is first re-pointed to the earliest call that returned its value (a read repeating
-    it is then no provider). Calls linked by a real dependency are kept (a trace without any keeps the calls of its last stage `last`,
-    default the last call: the goals the skeleton ends in); every other call serves no goal and is pruned. A read
-    whose output a later call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes the DB (the
-    user must ask for a state change), is ``requested``.
+    it is then no provider). Calls linked by a real dependency are kept (a trace without any keeps the calls of
+    its last stage, `last` being the number of them, default 1: the goals the skeleton ends in); every other call
+    serves no goal and is pruned. A read whose output a later call needs is ``provides:<tool>.<arg>`` (its first
+    consumer); every other call, and every call that changes the DB (the user must ask for a state change), is
+    ``requested``. `keep_writes` keeps every call that changed the DB too (a requested state change of its own).
     """
     flat = _resource(calls)
     deps = real_dependencies(flat, schemas=schemas)
-    linked = sorted({d.provider for d in deps} | {d.consumer for d in deps})
-    kept = _keep_real([flat[i] for i in linked] if deps else list(last or flat[-1:]), schemas)
+    keep = {d.provider for d in deps} | {d.consumer for d in deps}
+    if not deps:
+        keep = set(range(max(0, len(flat) - (last or 1)), len(flat)))
+    if keep_writes:
+        keep |= {i for i, c in enumerate(flat) if c.db_changed}
+    kept = _keep_real([flat[i] for i in sorted(keep)], schemas)
     deps = real_dependencies(kept, schemas=schemas)
     out = []
     for index, call in enumerate(kept):
@@ -884,13 +889,15 @@ def _replay_stages(session: EnvSessionLike, stages: Sequence[Sequence[TraceCall]
 def _goal_first(session: EnvSessionLike, schemas: Mapping[str, ToolSchema], stages: Sequence[TraceStage]
                 ) -> list[TraceStage]:  # fmt: skip
     """Prune the calls that serve no goal, record each call's purpose and restage by real-dependency level; the
-    result is replayed on a reset session (stages in level order, else in execution order).
+    result is replayed on a reset session (stages in level order, else in execution order; when a pruned write
+    made a difference, with every write kept).
 
     Raises:
         SkeletonFailed: ``goal_replay`` when the pruned trace no longer reproduces its outputs.
     """
-    calls = goal_calls([c for stage in stages for c in stage.calls], stages[-1].calls if stages else (), schemas)
-    for keep_order in (False, True):
+    flat, last = [c for stage in stages for c in stage.calls], len(stages[-1].calls) if stages else None
+    for keep_writes, keep_order in ((False, False), (False, True), (True, False), (True, True)):
+        calls = goal_calls(flat, last, schemas, keep_writes=keep_writes)
         replayed = _replay_stages(session, _goal_stages(calls, schemas, keep_order))
         if replayed is not None:
             return replayed

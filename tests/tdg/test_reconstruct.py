@@ -477,7 +477,7 @@ def test_goal_calls_prune_unserving_calls_and_share_a_stage_between_independent_
     stages = _goal_stages(calls, writes, keep_order=False)
     assert [[c.name for c in s] for s in stages] == [["list_orders"], ["get_order", "note"], ["track_order"]]
     # without any real dependency (its provider is gone) the last stage's calls are the goals, the value stated
-    only = goal_calls([weather, note], last=[note])
+    only = goal_calls([weather, note], last=1)
     assert [(c.name, c.purpose, c.dependency_args) for c in only] == [("note", "requested", {})]
 
 
