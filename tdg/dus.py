@@ -236,7 +236,7 @@ def sample_goal_skeleton(
     can); for each of its requirement groups one provider is drawn (a provider already planned is reused; no
     terminal tool provides), recursively, within `max_stages` levels. Up to `max_parallel - 1` more goals then join
     when everything they need is already planned (they share the providers, not unrelated roots): every such
-    write, a read with probability 1/2. Every tool of the
+    write, and a read with probability 1/2 while the plan holds no write. Every tool of the
     skeleton is a goal or provides a value to a later tool; stages are the levels of the provider chains, so
     independent tools share a stage. A graph without edges yields one-tool skeletons (a tool without edges in a
     graph with edges is never drawn: it serves no goal next to others).
@@ -267,7 +267,8 @@ def sample_goal_skeleton(
         extra = [n for n in sorted(dag.nodes) if n not in plan and groups[n] and n not in terminal
                  and all(g & set(plan) for g in groups[n])]  # fmt: skip
         for tool in _weighted_sample(extra, len(extra), goal_weight, rng)[: max_parallel - 1]:
-            if tool in writes or rng.random() < 0.5:  # a state change the providers unlock is always wanted
+            if tool in writes or (not writes & set(plan) and rng.random() < 0.5):  # a write always joins; a read
+                # only a read-only task (facts to report), not a state change's task
                 plan[tool] = -1
     levels = _levels(set(plan), groups, dag) if plan else {}
     depth = 1 + max(levels.values(), default=-1)

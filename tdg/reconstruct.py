@@ -61,7 +61,7 @@ from tdg.fields import (
     resolve_path,
     singular,
 )
-from tdg.goalstats import PROVIDES, REQUESTED, depth_levels, order_sensitive, real_dependencies
+from tdg.goalstats import PROVIDES, REQUESTED, depth_levels, order_sensitive, real_dependencies, source_call
 from tdg.infer import tool_entity
 from tdg.quality import (
     PLACEHOLDER_PATTERNS,
@@ -802,14 +802,40 @@ def _earliest_source(calls: Sequence[TraceCall], index: int, arg: str, source: s
     return source
 
 
+def _echoed(calls: Sequence[TraceCall], index: int, arg: str, source: str) -> tuple[str, str | None] | None:
+    """(source, pick criterion) of the value when the call `source` names received it as a dependency argument
+    itself (its output echoes its input: `get_ticket(ticket_id)` returning the ticket id it was given)."""
+    provider = source_call(source, [c.name for c in calls[:index]])
+    if provider is None:
+        return None
+    value, giver = calls[index].arguments.get(arg), calls[provider]
+    for name, origin in sorted(giver.dependency_args.items()):
+        if giver.arguments.get(name) == value:
+            return origin, giver.pick_criteria.get(name)
+    return None
+
+
 def _resource(calls: Sequence[TraceCall]) -> list[TraceCall]:
-    """Every dependency argument re-pointed to its earliest source (`_earliest_source`)."""
-    out = []
+    """Every dependency argument re-pointed past calls that only echo it (`_echoed`, keeping the pick criterion
+    that singled it out) and then to its earliest source (`_earliest_source`)."""
+    out: list[TraceCall] = []
     for index, call in enumerate(calls):
-        moved = {a: _earliest_source(calls, index, a, src) for a, src in call.dependency_args.items()}
-        changed = {a for a in moved if moved[a] != call.dependency_args[a]}
-        out.append(call.model_copy(update={"dependency_args": moved, "pick_criteria": {
-            a: r for a, r in call.pick_criteria.items() if a not in changed}}) if changed else call)  # fmt: skip
+        sources, criteria = dict(call.dependency_args), dict(call.pick_criteria)
+        for arg, source in call.dependency_args.items():
+            echoed = _echoed(out + [call], index, arg, source)
+            if echoed is not None:
+                sources[arg] = echoed[0]
+                criteria.pop(arg, None)
+                if echoed[1]:
+                    criteria[arg] = echoed[1]
+                continue
+            earliest = _earliest_source(out + [call], index, arg, source)
+            if earliest != source:
+                sources[arg] = earliest
+                criteria.pop(arg, None)
+        changed = sources != call.dependency_args or criteria != call.pick_criteria
+        out.append(call.model_copy(update={"dependency_args": sources, "pick_criteria": criteria}) if changed
+                   else call)  # fmt: skip
     return out
 
 
@@ -819,8 +845,8 @@ def goal_calls(
 ) -> list[TraceCall]:  # fmt: skip
     """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
 
-    Each dependency argument is first re-pointed to the earliest call that returned its value (a read repeating
-    it is then no provider). Calls linked by a real dependency are kept (a trace without any keeps the calls of
+    Each dependency argument is first re-pointed past calls that only echo it and to the earliest call that
+    returned it (`_resource`: a read repeating a value is then no provider). Calls linked by a real dependency are kept (a trace without any keeps the calls of
     its last stage, `last` being the number of them, default 1: the goals the skeleton ends in); every other call
     serves no goal and is pruned. A read whose output a later call needs is ``provides:<tool>.<arg>`` (its first
     consumer); every other call, and every call that changes the DB (the user must ask for a state change), is

@@ -493,3 +493,19 @@ def test_a_read_that_repeats_an_earlier_output_is_no_provider() -> None:
     assert [c.name for c in calls] == ["create_task", "assign_task"]
     assert calls[1].dependency_args == {"task_id": "create_task.task.task_id"}
     assert [c.purpose for c in calls] == ["requested", "requested"]  # a write is asked for, even when it provides
+
+
+def test_a_call_that_echoes_its_input_is_no_provider() -> None:
+    from tdg.reconstruct import goal_calls
+
+    tickets = _read("list_tickets", {}, {"tickets": [{"ticket_id": "T1", "title": "a"}, {"ticket_id": "T4", "title": "b"}]})
+    get = _read("get_ticket", {"ticket_id": "T4"}, {"ticket": {"ticket_id": "T4", "title": "b"}},
+                {"ticket_id": "list_tickets.tickets[1].ticket_id"})  # fmt: skip
+    get = get.model_copy(update={"pick_criteria": {"ticket_id": "field=title"}})
+    comment = _read("add_comment", {"ticket_id": "T4", "text": "hi"}, {"ok": True},
+                    {"ticket_id": "get_ticket.ticket.ticket_id"}).model_copy(update={"db_changed": True})  # fmt: skip
+    calls = goal_calls([tickets, get, comment])
+    assert [c.name for c in calls] == ["list_tickets", "add_comment"]
+    assert calls[1].dependency_args == {"ticket_id": "list_tickets.tickets[1].ticket_id"}
+    assert calls[1].pick_criteria == {"ticket_id": "field=title"}
+    assert calls[0].purpose == "provides:add_comment.ticket_id"
