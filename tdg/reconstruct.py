@@ -842,6 +842,7 @@ def _resource(calls: Sequence[TraceCall]) -> list[TraceCall]:
 def goal_calls(
     calls: Sequence[TraceCall], last: int | None = None,
     schemas: Mapping[str, ToolSchema] | None = None, *, keep_writes: bool = False,
+    goals: set[str] | None = None,
 ) -> list[TraceCall]:  # fmt: skip
     """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
 
@@ -851,8 +852,17 @@ def goal_calls(
     serves no goal and is pruned. A read whose output a later call needs is ``provides:<tool>.<arg>`` (its first
     consumer); every other call, and every call that changes the DB (the user must ask for a state change), is
     ``requested``. `keep_writes` keeps every call that changed the DB too (a requested state change of its own).
+    `goals` (the skeleton's goal tools; None: every tool) limits which reads may end a chain: a read drawn as a
+    provider that provides nothing (any more) is pruned.
     """
     flat = _resource(calls)
+    while goals is not None:
+        deps = real_dependencies(flat, schemas=schemas)
+        idle = [i for i, c in enumerate(flat) if not c.db_changed and c.name not in goals
+                and not any(d.provider == i for d in deps)]  # fmt: skip
+        if not idle or len(idle) == len(flat):
+            break
+        flat = _resource([c for i, c in enumerate(flat) if i not in idle])
     deps = real_dependencies(flat, schemas=schemas)
     keep = {d.provider for d in deps} | {d.consumer for d in deps}
     if not deps:
@@ -912,8 +922,8 @@ def _replay_stages(session: EnvSessionLike, stages: Sequence[Sequence[TraceCall]
     return out
 
 
-def _goal_first(session: EnvSessionLike, schemas: Mapping[str, ToolSchema], stages: Sequence[TraceStage]
-                ) -> list[TraceStage]:  # fmt: skip
+def _goal_first(session: EnvSessionLike, schemas: Mapping[str, ToolSchema], stages: Sequence[TraceStage],
+                goals: set[str] | None = None) -> list[TraceStage]:  # fmt: skip
     """Prune the calls that serve no goal, record each call's purpose and restage by real-dependency level; the
     result is replayed on a reset session (stages in level order, else in execution order; when a pruned write
     made a difference, with every write kept).
@@ -923,7 +933,7 @@ def _goal_first(session: EnvSessionLike, schemas: Mapping[str, ToolSchema], stag
     """
     flat, last = [c for stage in stages for c in stage.calls], len(stages[-1].calls) if stages else None
     for keep_writes, keep_order in ((False, False), (False, True), (True, False), (True, True)):
-        calls = goal_calls(flat, last, schemas, keep_writes=keep_writes)
+        calls = goal_calls(flat, last, schemas, keep_writes=keep_writes, goals=goals)
         replayed = _replay_stages(session, _goal_stages(calls, schemas, keep_order))
         if replayed is not None:
             return replayed
@@ -992,7 +1002,9 @@ def reconstruct_trace(
         if retried and not _replays(live, stages):
             raise SkeletonFailed("nondeterministic_replay", "the trace differs when replayed on a fresh session")
         if goal_first:
-            stages = _goal_first(live, schemas, stages)
+            tools = {t for stage in skeleton.stages for t in stage}
+            goals = {t for t in tools if not set(dag.successors(t)) & tools}  # nothing of the skeleton needs them
+            stages = _goal_first(live, schemas, stages, goals)
     tools = {call.name for stage in stages for call in stage.calls}
     edges = tuple(sorted((u, v) for u, v in dag.edges if u in tools and v in tools))
     return GoldenTrace(

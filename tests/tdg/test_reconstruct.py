@@ -504,7 +504,8 @@ def test_a_call_that_echoes_its_input_is_no_provider() -> None:
     get = get.model_copy(update={"pick_criteria": {"ticket_id": "field=title"}})
     comment = _read("add_comment", {"ticket_id": "T4", "text": "hi"}, {"ok": True},
                     {"ticket_id": "get_ticket.ticket.ticket_id"}).model_copy(update={"db_changed": True})  # fmt: skip
-    calls = goal_calls([tickets, get, comment])
+    assert [c.name for c in goal_calls([tickets, get, comment])] == ["list_tickets", "get_ticket", "add_comment"]
+    calls = goal_calls([tickets, get, comment], goals={"add_comment"})  # get_ticket was drawn as a provider
     assert [c.name for c in calls] == ["list_tickets", "add_comment"]
     assert calls[1].dependency_args == {"ticket_id": "list_tickets.tickets[1].ticket_id"}
     assert calls[1].pick_criteria == {"ticket_id": "field=title"}
