@@ -156,6 +156,10 @@ _DEFAULT_TARGETS = {
     "tool_coverage": ">=0.9",
     "filler_value_task_share": "<=0.02",
     "goal_missing_task_share": "<=0.02",
+    "required_call_share": ">=0.95",  # tdg.goalstats (issue 20)
+    "real_dependency_task_share": ">=0.9",
+    "real_dependency_depth_median": ">=2",
+    "state_changing_share_writable_envs": ">=0.5",
 }
 
 
@@ -829,6 +833,7 @@ def assess(
     from tdg.goalstats import goal_summary
 
     quality.dataset.update(goal_summary(kept, schemas))  # required calls, real dependencies, state (issue 20)
+    quality = quality.model_copy(update={"targets": target_rows(quality.dataset, cfg.targets)})
     return QualityOutcome(kept=tuple(kept), dropped=tuple(quarantine), report=report, quality=quality)
 
 

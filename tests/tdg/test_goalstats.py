@@ -83,3 +83,18 @@ def test_two_creates_in_one_collection_make_a_stage_order_sensitive() -> None:
     assert order_sensitive([a, b]) and order_sensitive([a, b], schemas)
     assert not order_sensitive([a, tag], schemas)
     assert not order_sensitive([a, b.model_copy(update={"db_changed": False})], schemas)
+
+
+def test_gust_quality_reports_the_goal_figures_against_targets() -> None:
+    from data.models import TaskRecord, TaskText
+    from tdg.quality import QualityConfig, assess
+
+    trace = _trace([LIST.model_copy(update={"purpose": "provides:get_order.order_id"})],
+                   [GET.model_copy(update={"purpose": "requested"})])  # fmt: skip
+    record = TaskRecord(task_id="t1", env_id="e", text=TaskText(user_query="Show me my latest order."), trace=trace,
+                        tools=("list_orders", "get_order"), graph_complexity=1, seed=0)  # fmt: skip
+    schemas = {"e": {n: _schema(n, ToolKind.READ) for n in ("list_orders", "get_order")}}
+    report = assess([record], schemas, QualityConfig(embedder="tfidf"), drop=False).quality
+    assert report.dataset["required_call_share"] == 1.0 and report.dataset["real_dependency_depth_median"] == 2.0
+    rows = {r["metric"]: r["met"] for r in report.targets}
+    assert rows["required_call_share"] and rows["real_dependency_task_share"]
