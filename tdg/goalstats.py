@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import Field
 
-from data.models import GoldenTrace, TaskRecord, ToolKind, ToolSchema, TraceCall, StrictModel
+from data.models import GoldenTrace, StrictModel, TaskRecord, ToolKind, ToolSchema, TraceCall
 
 __all__ = [
     "RealDependency",

@@ -847,13 +847,13 @@ def goal_calls(
     """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
 
     Each dependency argument is first re-pointed past calls that only echo it and to the earliest call that
-    returned it (`_resource`: a read repeating a value is then no provider). Calls linked by a real dependency are kept (a trace without any keeps the calls of
-    its last stage, `last` being the number of them, default 1: the goals the skeleton ends in); every other call
-    serves no goal and is pruned. A read whose output a later call needs is ``provides:<tool>.<arg>`` (its first
-    consumer); every other call, and every call that changes the DB (the user must ask for a state change), is
-    ``requested``. `keep_writes` keeps every call that changed the DB too (a requested state change of its own).
-    `goals` (the skeleton's goal tools; None: every tool) limits which reads may end a chain: a read drawn as a
-    provider that provides nothing (any more) is pruned.
+    returned it (`_resource`: a read repeating a value is then no provider). Calls linked by a real dependency
+    are kept (a trace without any keeps the calls of its last stage, `last` being the number of them, default 1:
+    the goals the skeleton ends in); every other call serves no goal and is pruned. A read whose output a later
+    call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes
+    the DB (the user must ask for a state change), is ``requested``. `keep_writes` keeps every call that changed
+    the DB too (a requested state change of its own). `goals` (the skeleton's goal tools; None: every tool)
+    limits which reads may end a chain: a read drawn as a provider that provides nothing (any more) is pruned.
     """
     flat = _resource(calls)
     while goals is not None:
@@ -886,7 +886,9 @@ def _clashes(call: TraceCall, stage: Sequence[TraceCall], schemas: Mapping[str, 
     return any(calls_conflict(call, other, schemas) or order_sensitive([call, other], schemas) for other in stage)
 
 
-def _goal_stages(calls: Sequence[TraceCall], schemas: Mapping[str, ToolSchema], keep_order: bool) -> list[list[TraceCall]]:
+def _goal_stages(
+    calls: Sequence[TraceCall], schemas: Mapping[str, ToolSchema], keep_order: bool
+) -> list[list[TraceCall]]:
     """Calls grouped into stages by real-dependency level (independent calls share a stage); a call that would
     clash with one of its stage opens the next. `keep_order`: stages never reorder the calls (a stage starts
     wherever the level would go down)."""
