@@ -232,13 +232,13 @@ def sample_goal_skeleton(
 ) -> Skeleton:
     """Goal-first DUS: draw the goal, then exactly the providers it needs (issue 20).
 
-    The goal is a tool with requirements (weighted by `weights`, writes x6, so tasks change state where they
-    can); for each of its requirement groups one provider is drawn (a provider already planned is reused; no
-    terminal tool provides), recursively, within `max_stages` levels. Up to `max_parallel - 1` more goals then join
-    when everything they need is already planned (they share the providers, not unrelated roots): every such
-    write, and a read with probability 1/2 while the plan holds no write. Every tool of the
-    skeleton is a goal or provides a value to a later tool; stages are the levels of the provider chains, so
-    independent tools share a stage. A graph without edges yields one-tool skeletons (a tool without edges in a
+    The goal is a tool with requirements (weighted by `weights`, x6 for a write or a tool a write can feed, so
+    tasks change state where they can); for each of its requirement groups one provider is drawn (writes x6; a
+    provider already planned is reused; no terminal tool provides), recursively, within `max_stages` levels. Up
+    to `max_parallel - 1` more goals then join when everything they need is already planned (they share the
+    providers, not unrelated roots): every such write, and a read with probability 1/2 while the plan holds no
+    write. Every tool of the skeleton is a goal or provides a value to a later tool; stages are the levels of the
+    provider chains, so independent tools share a stage. A graph without edges yields one-tool skeletons (a tool without edges in a
     graph with edges is never drawn: it serves no goal next to others).
 
     Raises:
@@ -254,13 +254,15 @@ def sample_goal_skeleton(
     groups = {node: requirements(dag, node) for node in dag.nodes}
     terminal = {n for n in dag.nodes if is_terminal_tool(dag, n)}
     writes = {n for n in dag.nodes if str(dag.nodes[n].get("kind", "read")) != "read"}
-    goal_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in writes else 1.0) for n in dag.nodes}
+    stateful = writes | {n for n in dag.nodes if set(dag.predecessors(n)) & writes}  # a write or fed by one
+    goal_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in stateful else 1.0) for n in dag.nodes}
+    provider_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in writes else 1.0) for n in dag.nodes}
     candidates = sorted(n for n in dag.nodes if groups[n]) or sorted(dag.nodes)
     plan: dict[str, int] = {}
     goals: list[str] = []
     for goal in _weighted_sample(candidates, len(candidates), goal_weight, rng):
         trial: dict[str, int] = {goal: -1}
-        if _providers_for(dag, goal, groups, trial, max_stages, terminal, weights, rng):
+        if _providers_for(dag, goal, groups, trial, max_stages, terminal, provider_weight, rng):
             plan, goals = trial, [goal]
             break
     if goals and goals[0] not in terminal:
