@@ -238,8 +238,8 @@ def sample_goal_skeleton(
     to `max_parallel - 1` more goals then join when everything they need is already planned (they share the
     providers, not unrelated roots): every such write, and a read with probability 1/2 while the plan holds no
     write. Every tool of the skeleton is a goal or provides a value to a later tool; stages are the levels of the
-    provider chains, so independent tools share a stage. A graph without edges yields one-tool skeletons (a tool without edges in a
-    graph with edges is never drawn: it serves no goal next to others).
+    provider chains, so independent tools share a stage. A graph without edges yields one-tool skeletons (a tool
+    without edges in a graph with edges is never drawn: it serves no goal next to others).
 
     Raises:
         TDGCycleError: `dag` has a cycle.
