@@ -140,7 +140,7 @@ def bench_env(env: Environment, cfg: TDGConfig) -> dict[str, Any]:
     coverage = sample_skeletons_for_coverage(
         dags, env_id=env.env_id, target_coverage=cfg.target_coverage, max_skeletons=cfg.max_skeletons,
         min_skeletons=cfg.min_skeletons, patience=cfg.patience, max_parallel=cfg.max_parallel,
-        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages,
+        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages, goal_first=cfg.goal_first,
     )  # fmt: skip
     t2 = time.perf_counter()
     skeletons = list(coverage.skeletons)
@@ -221,7 +221,7 @@ def graphs_env(env: Any, cfg: TDGConfig, embedder: str = "auto") -> dict[str, An
     coverage = sample_skeletons_for_coverage(
         dags, env_id=env.env_id, target_coverage=cfg.target_coverage, max_skeletons=cfg.max_skeletons,
         min_skeletons=cfg.min_skeletons, patience=cfg.patience, max_parallel=cfg.max_parallel,
-        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages,
+        max_stages=cfg.max_stages, seed=cfg.seed, linked=cfg.linked_stages, goal_first=cfg.goal_first,
     )  # fmt: skip
     full = graphs[0]
     types = Counter(d.get("type") for *_, d in full.edges(data=True))
@@ -235,7 +235,7 @@ def graphs_env(env: Any, cfg: TDGConfig, embedder: str = "auto") -> dict[str, An
 def graphs_report(limit: int | None, seed: int, inferer: str, embedder: str = "auto", paper_dus: bool = False,
                   max_overlap: float | None = None) -> dict[str, Any]:  # fmt: skip
     """The `--graphs` figures over the Toucan servers (see the module docstring)."""
-    cfg = TDGConfig(seed=seed, inferer=inferer, linked_stages=not paper_dus,
+    cfg = TDGConfig(seed=seed, inferer=inferer, linked_stages=not paper_dus, goal_first=not paper_dus,
                     **({} if max_overlap is None else {"max_flow_overlap": max_overlap}))  # fmt: skip
     start = time.perf_counter()
     envs, build = graph_envs(limit, seed)

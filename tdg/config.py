@@ -32,6 +32,10 @@ class TDGConfig(StrictModel):
         default=True, description="DUS: after the first stage sample only unlocked tools while there are any "
         "(False: the paper's k = min(|Q|, N) from the whole ready queue, roots included)."
     )
+    goal_first: bool = Field(
+        default=True, description="DUS draws a goal tool and exactly the providers it needs (`tdg.dus."
+        "sample_goal_skeleton`); False: the ready-queue DUS of the paper (`linked_stages` applies)."
+    )
     max_parallel: int = Field(default=3, ge=1, description="N in k = min(|Q|, N): most tools per DUS stage.")
     max_stages: int = Field(default=6, ge=1, description="Most stages in one skeleton.")
     target_coverage: float = Field(

@@ -19,6 +19,11 @@ left depends on what ran, so more stages would only append unrelated calls). Con
 yields single-stage skeletons; `sample_skeletons_for_coverage` rejects single-stage skeletons of a graph that has
 edges.
 
+Goal-first sampling (`sample_goal_skeleton`, the default of `sample_skeletons_for_coverage`; issue 20) turns
+DUS around: it draws the goal (a tool with requirements, writes preferred) and then exactly one provider per
+requirement group, recursively, so no stage holds a ready tool that serves no goal; tools the planned providers
+also unlock may join as further goals. Its stages are the levels of the provider chains.
+
 `sample_skeletons_for_coverage` repeats DUS over an environment's DAGs (round-robin), weighting tools toward the
 not-yet-covered ones (and toward tools with uncovered descendants), until coverage reaches the target, stops
 improving for `patience` skeletons, or `max_skeletons` is reached. `random_walk_skeleton` is the baseline.
@@ -47,6 +52,7 @@ __all__ = [
     "coverage_weights",
     "requirements",
     "is_terminal_tool",
+    "sample_goal_skeleton",
 ]
 
 _UNCOVERED_BONUS = 4.0
@@ -177,6 +183,106 @@ def sample_skeleton(
     )
 
 
+_WRITE_BONUS = 6.0
+
+
+def _providers_for(
+    dag: nx.DiGraph, tool: str, groups: Mapping[str, list[frozenset[str]]], plan: dict[str, int], budget: int,
+    terminal: set[str], weights: Mapping[str, float], rng: random.Random,
+) -> bool:  # fmt: skip
+    """Add to `plan` (tool -> level) one provider per unmet requirement group of `tool`, recursively, so `tool`
+    sits at most at level `budget - 1`; False (plan unchanged) when some group has no provider that fits."""
+    trial = dict(plan)
+    for group in groups[tool]:
+        if group & set(trial):
+            continue
+        options = sorted(group - terminal - {tool})
+        order = _weighted_sample(options, len(options), weights, rng)
+        for provider in order:
+            attempt = dict(trial)
+            attempt[provider] = -1
+            if budget > 1 and _providers_for(dag, provider, groups, attempt, budget - 1, terminal, weights, rng):
+                trial = attempt
+                break
+        else:
+            return False
+    plan.clear()
+    plan.update(trial)
+    return True
+
+
+def _levels(plan: set[str], groups: Mapping[str, list[frozenset[str]]], dag: nx.DiGraph) -> dict[str, int]:
+    """Level of each planned tool: 1 + the highest level of its planned predecessors (0 without any)."""
+    level: dict[str, int] = {}
+    for tool in nx.topological_sort(dag.subgraph(plan)):
+        preds = [p for g in groups[tool] for p in g if p in plan]
+        level[tool] = 1 + max((level[p] for p in preds), default=-1)
+    return level
+
+
+def sample_goal_skeleton(
+    dag: nx.DiGraph,
+    *,
+    max_parallel: int = 3,
+    max_stages: int = 6,
+    seed: int = 0,
+    weights: Mapping[str, float] | None = None,
+    env_id: str | None = None,
+    graph_index: int | None = None,
+) -> Skeleton:
+    """Goal-first DUS: draw the goal, then exactly the providers it needs (issue 20).
+
+    The goal is a tool with requirements (weighted by `weights`, x6 for a write or a tool a write can feed, so
+    tasks change state where they can); for each of its requirement groups one provider is drawn (writes x6; a
+    provider already planned is reused; no terminal tool provides), recursively, within `max_stages` levels. Up
+    to `max_parallel - 1` more goals then join when everything they need is already planned (they share the
+    providers, not unrelated roots): every such write, and a read with probability 1/2 while the plan holds no
+    write. Every tool of the skeleton is a goal or provides a value to a later tool; stages are the levels of the
+    provider chains, so independent tools share a stage. A graph without edges yields one-tool skeletons (a tool
+    without edges in a graph with edges is never drawn: it serves no goal next to others).
+
+    Raises:
+        TDGCycleError: `dag` has a cycle.
+        InputError: `max_parallel` or `max_stages` is below 1.
+    """
+    if max_parallel < 1 or max_stages < 1:
+        raise InputError(f"max_parallel and max_stages must be >= 1 (got {max_parallel}, {max_stages})")
+    if not nx.is_directed_acyclic_graph(dag):
+        raise TDGCycleError("DUS needs a DAG; run tdg.sanitize.sanitize_to_dag first")
+    rng = random.Random(seed)
+    weights = weights or {}
+    groups = {node: requirements(dag, node) for node in dag.nodes}
+    terminal = {n for n in dag.nodes if is_terminal_tool(dag, n)}
+    writes = {n for n in dag.nodes if str(dag.nodes[n].get("kind", "read")) != "read"}
+    stateful = writes | {n for n in dag.nodes if set(dag.predecessors(n)) & writes}  # a write or fed by one
+    goal_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in stateful else 1.0) for n in dag.nodes}
+    provider_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in writes else 1.0) for n in dag.nodes}
+    candidates = sorted(n for n in dag.nodes if groups[n]) or sorted(dag.nodes)
+    plan: dict[str, int] = {}
+    goals: list[str] = []
+    for goal in _weighted_sample(candidates, len(candidates), goal_weight, rng):
+        trial: dict[str, int] = {goal: -1}
+        if _providers_for(dag, goal, groups, trial, max_stages, terminal, provider_weight, rng):
+            plan, goals = trial, [goal]
+            break
+    if goals and goals[0] not in terminal:
+        extra = [n for n in sorted(dag.nodes) if n not in plan and groups[n] and n not in terminal
+                 and all(g & set(plan) for g in groups[n])]  # fmt: skip
+        for tool in _weighted_sample(extra, len(extra), goal_weight, rng)[: max_parallel - 1]:
+            if tool in writes or (not writes & set(plan) and rng.random() < 0.5):  # a write always joins; a read
+                # only a read-only task (facts to report), not a state change's task
+                plan[tool] = -1
+    levels = _levels(set(plan), groups, dag) if plan else {}
+    depth = 1 + max(levels.values(), default=-1)
+    stages = tuple(tuple(sorted(t for t, lv in levels.items() if lv == i)) for i in range(depth))
+    return Skeleton(
+        env_id=env_id if env_id is not None else str(dag.graph.get("env_id", "")),
+        graph_index=graph_index if graph_index is not None else int(dag.graph.get("graph_index", 0)),
+        stages=tuple(s for s in stages if s),
+        seed=seed,
+    )
+
+
 def skeleton_tools(skeleton: Skeleton) -> set[str]:
     """Every tool a skeleton calls."""
     return {tool for stage in skeleton.stages for tool in stage}
@@ -203,6 +309,7 @@ def sample_skeletons_for_coverage(
     max_stages: int = 6,
     seed: int = 0,
     linked: bool = True,
+    goal_first: bool = True,
 ) -> CoverageResult:
     """Sample DUS skeletons over an environment's DAGs until its tools are covered (App. B.3).
 
@@ -222,7 +329,8 @@ def sample_skeletons_for_coverage(
         max_parallel: N of DUS.
         max_stages: Stage limit of DUS.
         seed: Base seed; skeleton i gets a seed drawn from ``random.Random(seed)``.
-        linked: See `sample_skeleton`.
+        linked: See `sample_skeleton` (the paper's DUS, used when not `goal_first`).
+        goal_first: Sample with `sample_goal_skeleton` (a goal and exactly the providers it needs).
 
     Returns:
         `CoverageResult` for `env_id`.
@@ -240,10 +348,11 @@ def sample_skeletons_for_coverage(
             break
         index, dag = indexed[attempt % len(indexed)]
         attempt += 1
-        skeleton = sample_skeleton(dag, max_parallel=max_parallel, max_stages=max_stages,
-                                   seed=rng.randrange(2**31), weights=coverage_weights(dag, covered),
-                                   env_id=env_id, graph_index=int(dag.graph.get("graph_index", index)),
-                                   linked=linked)  # fmt: skip
+        common = {"max_parallel": max_parallel, "max_stages": max_stages, "seed": rng.randrange(2**31),
+                  "weights": coverage_weights(dag, covered), "env_id": env_id,
+                  "graph_index": int(dag.graph.get("graph_index", index))}  # fmt: skip
+        skeleton = (sample_goal_skeleton(dag, **common) if goal_first
+                    else sample_skeleton(dag, linked=linked, **common))  # fmt: skip
         key = (skeleton.graph_index, skeleton.stages)
         new_tools = skeleton_tools(skeleton) - covered
         single = len(skeleton.stages) == 1 and dag.number_of_edges() > 0

@@ -156,11 +156,15 @@ _DEFAULT_TARGETS = {
     "tool_coverage": ">=0.9",
     "filler_value_task_share": "<=0.02",
     "goal_missing_task_share": "<=0.02",
-    "spaced_tool_name_goal_task_share": "<=0",
+    "spaced_tool_name_goal_task_share": "<=0",  # tdg.textstats (issues 20, 21)
     "value_dump_task_share": "<=0",
     "broken_grammar_task_share": "<=0",
     "unlinked_pick_task_share": "<=0.02",
     "answer_check_coverage": ">=1",
+    "required_call_share": ">=0.95",  # tdg.goalstats (issue 20)
+    "real_dependency_task_share": ">=0.9",
+    "real_dependency_depth_median": ">=2",
+    "state_changing_share_writable_envs": ">=0.5",
 }
 
 
@@ -845,11 +849,14 @@ def assess(
     quality = build_report(kept_findings, tools_per_env, duplicates, embedder, cfg,
                            candidates=all_findings if drop else None, dropped=counts,
                            mutation_scores=mutation_scores)  # fmt: skip
+    from tdg.goalstats import goal_summary
+
+    quality.dataset.update(goal_summary(kept, schemas))  # required calls, real dependencies, state (issue 20)
     if cfg.enabled:  # the task-text figures (tdg.textstats) of the kept tasks
         from tdg.textstats import text_stats
 
         quality.dataset.update(text_stats(kept))
-        quality.targets[:] = target_rows(quality.dataset, cfg.targets)
+    quality = quality.model_copy(update={"targets": target_rows(quality.dataset, cfg.targets)})
     return QualityOutcome(kept=tuple(kept), dropped=tuple(quarantine), report=report, quality=quality)
 
 

@@ -12,6 +12,14 @@ Optional parameters are filled only from dependencies. A call whose output has s
 restored (`set_db`) and the arguments re-drawn (any offering predecessor, other DB values) up to `tries` times;
 then the skeleton fails with reason ``tool_error:<tool>``. A trace that needed a retry is replayed once on a reset
 session and kept only if outputs and hashes match (a failed draw may have advanced the tools' seeded RNG).
+
+Goal-first (issue 20, the default): after the skeleton ran, a dependency argument is kept only when it is real
+(`tdg.goalstats.real_dependencies`: produced by an earlier output, not stated as another call's context argument,
+no enum or boolean), else it becomes a context argument; calls linked by no real dependency serve no goal and are
+pruned; each call records its `purpose` (``requested``, or ``provides:<tool>.<arg>`` for a read whose output a
+later call needs); the calls are restaged by real-dependency level, independent calls sharing a stage unless they
+touch one record or create two records of one collection, and replayed on a reset session (reason
+``goal_replay`` when the pruned trace no longer reproduces its outputs).
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from tdg.fields import (
     resolve_path,
     singular,
 )
+from tdg.goalstats import PROVIDES, REQUESTED, depth_levels, order_sensitive, real_dependencies, source_call
 from tdg.infer import tool_entity
 from tdg.quality import (
     PLACEHOLDER_PATTERNS,
@@ -79,6 +88,7 @@ __all__ = [
     "trace_id_for",
     "is_linked",
     "order_ranges",
+    "goal_calls",
 ]
 
 logger = logging.getLogger(__name__)
@@ -757,6 +767,181 @@ def _replays(session: EnvSessionLike, stages: Sequence[TraceStage]) -> bool:
     return True
 
 
+# --------------------------------------------------------------------------- goal-first
+def _keep_real(calls: list[TraceCall], schemas: Mapping[str, ToolSchema] | None) -> list[TraceCall]:
+    """Keep only real dependency arguments (`tdg.goalstats.real_dependencies`): one whose value the trace states
+    (a context argument) or whose provider is gone becomes a context argument (the task states it), its pick
+    criterion dropped; repeated until stable (a moved value is stated too)."""
+    while True:
+        real = {(d.consumer, d.arg) for d in real_dependencies(calls, schemas=schemas)}
+        moved = [[a for a in c.dependency_args if (i, a) not in real] for i, c in enumerate(calls)]
+        if not any(moved):
+            return calls
+        calls = [
+            c.model_copy(update={
+                "dependency_args": {a: src for a, src in c.dependency_args.items() if a not in gone},
+                "context_args": tuple(c.context_args) + tuple(sorted(gone)),
+                "pick_criteria": {a: r for a, r in c.pick_criteria.items() if a not in gone},
+            }) if gone else c
+            for c, gone in zip(calls, moved, strict=True)
+        ]  # fmt: skip
+
+
+def _earliest_source(calls: Sequence[TraceCall], index: int, arg: str, source: str) -> str:
+    """The earliest call before `index` whose output holds the same value under the same key as `source` names,
+    not picked out of a list of several ('create_task.task.task_id' rather than a later
+    'list_tasks.tasks[0].task_id'); `source` when there is none: a read that repeats what an earlier call
+    returned serves no goal."""
+    value = calls[index].arguments.get(arg)
+    key = re.split(r"[.\[\]]+", source.rstrip("]"))[-1]
+    for call in calls[:index]:
+        for ref, leaf in _leaves(call.output):
+            picked = list_pick(call.output, ref.path)
+            if ref.leaf == key and leaf == value and (picked is None or len(picked[1]) <= 1):
+                return f"{call.name}.{ref.path}"
+    return source
+
+
+def _echoed(calls: Sequence[TraceCall], index: int, arg: str, source: str) -> tuple[str, str | None] | None:
+    """(source, pick criterion) of the value when the call `source` names received it as a dependency argument
+    itself (its output echoes its input: `get_ticket(ticket_id)` returning the ticket id it was given)."""
+    provider = source_call(source, [c.name for c in calls[:index]])
+    if provider is None:
+        return None
+    value, giver = calls[index].arguments.get(arg), calls[provider]
+    for name, origin in sorted(giver.dependency_args.items()):
+        if giver.arguments.get(name) == value:
+            return origin, giver.pick_criteria.get(name)
+    return None
+
+
+def _resource(calls: Sequence[TraceCall]) -> list[TraceCall]:
+    """Every dependency argument re-pointed past calls that only echo it (`_echoed`, keeping the pick criterion
+    that singled it out) and then to its earliest source (`_earliest_source`)."""
+    out: list[TraceCall] = []
+    for index, call in enumerate(calls):
+        sources, criteria = dict(call.dependency_args), dict(call.pick_criteria)
+        for arg, source in call.dependency_args.items():
+            echoed = _echoed(out + [call], index, arg, source)
+            if echoed is not None:
+                sources[arg] = echoed[0]
+                criteria.pop(arg, None)
+                if echoed[1]:
+                    criteria[arg] = echoed[1]
+                continue
+            earliest = _earliest_source(out + [call], index, arg, source)
+            if earliest != source:
+                sources[arg] = earliest
+                criteria.pop(arg, None)
+        changed = sources != call.dependency_args or criteria != call.pick_criteria
+        out.append(call.model_copy(update={"dependency_args": sources, "pick_criteria": criteria}) if changed
+                   else call)  # fmt: skip
+    return out
+
+
+def goal_calls(
+    calls: Sequence[TraceCall], last: int | None = None,
+    schemas: Mapping[str, ToolSchema] | None = None, *, keep_writes: bool = False,
+    goals: set[str] | None = None,
+) -> list[TraceCall]:  # fmt: skip
+    """The goal-first calls of an executed trace (in execution order), each with its `purpose`.
+
+    Each dependency argument is first re-pointed past calls that only echo it and to the earliest call that
+    returned it (`_resource`: a read repeating a value is then no provider). Calls linked by a real dependency
+    are kept (a trace without any keeps the calls of its last stage, `last` being the number of them, default 1:
+    the goals the skeleton ends in); every other call serves no goal and is pruned. A read whose output a later
+    call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes
+    the DB (the user must ask for a state change), is ``requested``. `keep_writes` keeps every call that changed
+    the DB too (a requested state change of its own). `goals` (the skeleton's goal tools; None: every tool)
+    limits which reads may end a chain: a read drawn as a provider that provides nothing (any more) is pruned.
+    """
+    flat = _resource(calls)
+    while goals is not None:
+        deps = real_dependencies(flat, schemas=schemas)
+        idle = [i for i, c in enumerate(flat) if not c.db_changed and c.name not in goals
+                and not any(d.provider == i for d in deps)]  # fmt: skip
+        if not idle or len(idle) == len(flat):
+            break
+        flat = _resource([c for i, c in enumerate(flat) if i not in idle])
+    deps = real_dependencies(flat, schemas=schemas)
+    keep = {d.provider for d in deps} | {d.consumer for d in deps}
+    if not deps:
+        keep = set(range(max(0, len(flat) - (last or 1)), len(flat)))
+    if keep_writes:
+        keep |= {i for i, c in enumerate(flat) if c.db_changed}
+    kept = _keep_real([flat[i] for i in sorted(keep)], schemas)
+    deps = real_dependencies(kept, schemas=schemas)
+    out = []
+    for index, call in enumerate(kept):
+        consumers = [d for d in deps if d.provider == index]
+        purpose = (f"{PROVIDES}{kept[consumers[0].consumer].name}.{consumers[0].arg}"
+                   if consumers and not call.db_changed else REQUESTED)  # fmt: skip
+        out.append(call.model_copy(update={"purpose": purpose}))
+    return out
+
+
+def _clashes(call: TraceCall, stage: Sequence[TraceCall], schemas: Mapping[str, ToolSchema]) -> bool:
+    """`call` may not share a stage with `stage`: a write on a record another call touches, or two records created
+    in one collection (the final DB would depend on the order of calls inside the turn)."""
+    return any(calls_conflict(call, other, schemas) or order_sensitive([call, other], schemas) for other in stage)
+
+
+def _goal_stages(
+    calls: Sequence[TraceCall], schemas: Mapping[str, ToolSchema], keep_order: bool
+) -> list[list[TraceCall]]:
+    """Calls grouped into stages by real-dependency level (independent calls share a stage); a call that would
+    clash with one of its stage opens the next. `keep_order`: stages never reorder the calls (a stage starts
+    wherever the level would go down)."""
+    levels = depth_levels(len(calls), real_dependencies(calls, schemas=schemas))
+    if keep_order:
+        for i in range(1, len(levels)):
+            levels[i] = max(levels[i], levels[i - 1])
+    order = sorted(range(len(calls)), key=lambda i: (levels[i], i))
+    stages: list[list[TraceCall]] = []
+    last_level = None
+    for i in order:
+        if last_level != levels[i] or _clashes(calls[i], stages[-1], schemas):
+            stages.append([])
+        stages[-1].append(calls[i])
+        last_level = levels[i]
+    return stages
+
+
+def _replay_stages(session: EnvSessionLike, stages: Sequence[Sequence[TraceCall]]) -> list[TraceStage] | None:
+    """Run `stages` on a reset session; the recorded stages (fresh hashes and `db_changed`) when every output is the
+    recorded one, else None."""
+    session.reset()
+    out = []
+    for stage in stages:
+        before = session.db_hash()
+        calls = []
+        for call in stage:
+            start = session.db_hash()
+            if session.call(call.name, call.arguments) != call.output:
+                return None
+            calls.append(call.model_copy(update={"db_changed": session.db_hash() != start}))
+        out.append(TraceStage(calls=tuple(calls), db_hash_before=before, db_hash_after=session.db_hash()))
+    return out
+
+
+def _goal_first(session: EnvSessionLike, schemas: Mapping[str, ToolSchema], stages: Sequence[TraceStage],
+                goals: set[str] | None = None) -> list[TraceStage]:  # fmt: skip
+    """Prune the calls that serve no goal, record each call's purpose and restage by real-dependency level; the
+    result is replayed on a reset session (stages in level order, else in execution order; when a pruned write
+    made a difference, with every write kept).
+
+    Raises:
+        SkeletonFailed: ``goal_replay`` when the pruned trace no longer reproduces its outputs.
+    """
+    flat, last = [c for stage in stages for c in stage.calls], len(stages[-1].calls) if stages else None
+    for keep_writes, keep_order in ((False, False), (False, True), (True, False), (True, True)):
+        calls = goal_calls(flat, last, schemas, keep_writes=keep_writes, goals=goals)
+        replayed = _replay_stages(session, _goal_stages(calls, schemas, keep_order))
+        if replayed is not None:
+            return replayed
+    raise SkeletonFailed("goal_replay", "the pruned trace does not reproduce its outputs")
+
+
 def _check_skeleton(skeleton: Skeleton, schemas: Mapping[str, ToolSchema], dag: nx.DiGraph) -> None:
     tools = [t for stage in skeleton.stages for t in stage]
     if not tools:
@@ -781,6 +966,7 @@ def reconstruct_trace(
     tries: int = 6,
     session: EnvSessionLike | None = None,
     keys: KeyRules | None = None,
+    goal_first: bool = True,
 ) -> GoldenTrace:
     """Ground `skeleton` into an executable golden trace on a live copy of `env`'s DB.
 
@@ -792,6 +978,9 @@ def reconstruct_trace(
         tries: Argument draws per call; after a tool error the DB is restored and the arguments re-drawn.
         session: An open session to reuse (it is reset first); a new one is opened and closed when None.
         keys: Which parameters name stored records (`key_rules`); derived from the env's plan when None.
+        goal_first: Prune the calls that serve no goal, record each call's `purpose`, keep only real dependency
+            arguments and restage by real-dependency level (`goal_calls`); False keeps the skeleton's calls and
+            stages as they ran.
 
     Returns:
         The golden trace; ``trace_id`` is a content hash, ``edges_used`` are the DAG edges among its tools.
@@ -799,7 +988,7 @@ def reconstruct_trace(
     Raises:
         SkeletonFailed: (a `ReconstructionError`) with ``reason`` ``tool_error:<tool>``,
             ``unfillable_arg:<tool>``, ``invalid_args:<tool>``, ``unknown_tool:<tool>``, ``repeated_tool`` or
-            ``empty_skeleton``, ``nondeterministic_replay``.
+            ``empty_skeleton``, ``nondeterministic_replay``, ``goal_replay``.
         SandboxError: The sandbox itself failed (timeout, memory, crash).
     """
     schemas = {s.name: s for s in env.schemas}
@@ -814,7 +1003,11 @@ def reconstruct_trace(
         # A failed draw may have consumed the tools' seeded RNG; make sure a clean replay gives the same trace.
         if retried and not _replays(live, stages):
             raise SkeletonFailed("nondeterministic_replay", "the trace differs when replayed on a fresh session")
-    tools = {t for stage in skeleton.stages for t in stage}
+        if goal_first:
+            tools = {t for stage in skeleton.stages for t in stage}
+            goals = {t for t in tools if not set(dag.successors(t)) & tools}  # nothing of the skeleton needs them
+            stages = _goal_first(live, schemas, stages, goals)
+    tools = {call.name for stage in stages for call in stage.calls}
     edges = tuple(sorted((u, v) for u, v in dag.edges if u in tools and v in tools))
     return GoldenTrace(
         trace_id=trace_id_for(env.env_id, skeleton.graph_index, stages, initial),
@@ -862,6 +1055,7 @@ def reconstruct_all(
     seed: int = 0,
     tries: int = 6,
     max_unlinked: int | None = None,
+    goal_first: bool = True,
 ) -> ReconstructionResult:
     """Reconstruct every skeleton of one environment on one reused session; failures are quarantined.
 
@@ -871,6 +1065,8 @@ def reconstruct_all(
         skeletons: From `tdg.dus.sample_skeletons_for_coverage`.
         seed: Base seed; each skeleton's seed derives from it and the skeleton's content.
         tries: Argument draws per call (see `reconstruct_trace`).
+        goal_first: See `reconstruct_trace`; unlinked traces then only top an environment up to `max_unlinked`
+            traces (an environment with that many linked traces keeps none).
         max_unlinked: Most traces kept in which no value flows from one call into another (`is_linked`); None
             keeps all. Those that add the most tools not covered by the linked ones are kept, the rest are dropped
             as ``single_stage``: an environment whose tools share no data yields a few such tasks, not ten.
@@ -891,7 +1087,8 @@ def reconstruct_all(
                     raise SkeletonFailed("unknown_graph", f"graph_index {skeleton.graph_index}")
                 dag = dags[skeleton.graph_index]
                 trace = reconstruct_trace(
-                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session, keys=keys
+                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session, keys=keys,
+                    goal_first=goal_first,
                 )
             except SkeletonFailed as exc:
                 quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=exc.reason, detail=exc.detail))
@@ -907,7 +1104,8 @@ def reconstruct_all(
             seen.add(trace.trace_id)
             traces.append(trace)
     if max_unlinked is not None:
-        traces, unlinked = _limit_unlinked(traces, max_unlinked)
+        limit = max(0, max_unlinked - sum(map(is_linked, traces))) if goal_first else max_unlinked
+        traces, unlinked = _limit_unlinked(traces, limit)
         quarantine += [QuarantineRecord(item_id=f"{env.env_id}/{t.trace_id}", stage=STAGE, reason="single_stage",
                                         detail=f"no value flows between its calls; {max_unlinked} such traces kept "
                                         "per environment") for t in unlinked]  # fmt: skip

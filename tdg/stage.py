@@ -102,6 +102,7 @@ def run_sample(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResul
             dags, env_id=item["env_id"], target_coverage=cfg.tdg.target_coverage, max_skeletons=cfg.tdg.max_skeletons,
             patience=cfg.tdg.patience, max_parallel=cfg.tdg.max_parallel, max_stages=cfg.tdg.max_stages,
             min_skeletons=cfg.tdg.min_skeletons, seed=cfg.tdg.seed, linked=cfg.tdg.linked_stages,
+            goal_first=cfg.tdg.goal_first,
         )  # fmt: skip
         if not result.skeletons:
             quarantine.append(QuarantineRecord(item_id=item["env_id"], stage="sample", reason="no_skeleton",

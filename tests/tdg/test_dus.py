@@ -116,7 +116,7 @@ class TestCoverage:
 
     def test_reaches_full_coverage(self) -> None:
         result = sample_skeletons_for_coverage(self._env_dags(), env_id="e", max_skeletons=20, max_parallel=2,
-                                               max_stages=5, seed=0)  # fmt: skip
+                                               max_stages=5, seed=0, goal_first=False)  # fmt: skip
         assert result.coverage == 1.0 and result.total == 11
         assert set(result.covered) == set().union(*(skeleton_tools(s) for s in result.skeletons))
         assert {s.graph_index for s in result.skeletons} == {0, 1}
@@ -126,7 +126,7 @@ class TestCoverage:
     def test_bias_beats_unbiased_sampling(self) -> None:
         dags = self._env_dags()
         biased = sample_skeletons_for_coverage(dags, env_id="e", max_skeletons=3, max_parallel=2, max_stages=5,
-                                               target_coverage=1.0, seed=0)  # fmt: skip
+                                               target_coverage=1.0, seed=0, goal_first=False)  # fmt: skip
         unbiased = set()
         for i in range(3):
             unbiased |= skeleton_tools(sample_skeleton(dags[i % 2], max_parallel=2, max_stages=5, seed=i))
@@ -134,9 +134,11 @@ class TestCoverage:
 
     def test_stops_at_target_and_is_deterministic(self) -> None:
         dags = self._env_dags()
-        half = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5)
+        half = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5,
+                                             goal_first=False)  # fmt: skip
         assert half.coverage >= 0.3 and len(half.skeletons) == 1
-        again = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5)
+        again = sample_skeletons_for_coverage(dags, env_id="e", target_coverage=0.3, max_parallel=3, seed=5,
+                                              goal_first=False)  # fmt: skip
         assert again == half
 
     def test_min_skeletons_and_patience(self) -> None:
@@ -223,3 +225,67 @@ def test_coverage_sampling_rejects_single_stage_skeletons_of_a_graph_with_edges(
     dag.add_nodes_from(["weather", "time", "calc"])
     result = sample_skeletons_for_coverage([dag], env_id="e", min_skeletons=5, max_skeletons=8, seed=1)
     assert result.skeletons and all(len(s.stages) > 1 for s in result.skeletons)
+
+
+# --------------------------------------------------------------------------- goal-first DUS (issue 20)
+def _serves_a_goal(dag: nx.DiGraph, skeleton: Skeleton) -> None:
+    """Every tool is the goal (nothing of the skeleton needs it) or a predecessor of a later tool of the skeleton;
+    every requirement group of a tool has a member in an earlier stage; a stage's tools sit on its level."""
+    from tdg.dus import requirements
+
+    stage_of = {t: i for i, stage in enumerate(skeleton.stages) for t in stage}
+    for tool, i in stage_of.items():
+        for group in requirements(dag, tool):
+            assert any(stage_of.get(p, i) < i for p in group), f"{tool} runs before a provider of {set(group)}"
+        earlier = [stage_of[p] for p in dag.predecessors(tool) if p in stage_of]
+        assert i == (1 + max(earlier) if earlier else 0), f"{tool} is not on its dependency level"
+
+
+@settings(max_examples=200, deadline=None)
+@given(_dags(), st.integers(1, 4), st.integers(1, 8), st.integers(0, 2**31))
+def test_goal_skeletons_hold_a_goal_and_its_providers(dag: nx.DiGraph, n: int, max_stages: int, seed: int) -> None:
+    from tdg.dus import sample_goal_skeleton
+
+    skeleton = sample_goal_skeleton(dag, max_parallel=n, max_stages=max_stages, seed=seed, env_id="e", graph_index=0)
+    assert len(skeleton.stages) <= max_stages
+    _serves_a_goal(dag, skeleton)
+    tools = skeleton_tools(skeleton)
+    if dag.number_of_edges() and len(tools) > 1:
+        goals = [t for t in tools if not set(dag.successors(t)) & tools]
+        assert all(set(dag.predecessors(g)) & tools for g in goals)  # a goal needs something the skeleton provides
+        assert len(skeleton.stages) >= 2
+    assert sample_goal_skeleton(dag, max_parallel=n, max_stages=max_stages, seed=seed, env_id="e",
+                                graph_index=0) == skeleton  # fmt: skip
+
+
+def test_goal_skeletons_never_draw_unrelated_tools() -> None:
+    from tdg.dus import sample_goal_skeleton
+
+    dag = nx.DiGraph([("list_orders", "get_order"), ("get_order", "get_user")])
+    dag.add_nodes_from(["weather", "time", "calc"])  # ready roots that serve no goal
+    for seed in range(30):
+        tools = skeleton_tools(sample_goal_skeleton(dag, max_parallel=3, seed=seed))
+        assert not tools & {"weather", "time", "calc"}
+        assert "list_orders" in tools and len(tools) >= 2
+
+
+def test_goal_skeletons_put_independent_consumers_in_one_stage() -> None:
+    from tdg.dus import sample_goal_skeleton
+
+    dag = nx.DiGraph([("list_orders", "get_order"), ("list_orders", "refund_order"), ("list_orders", "ship_order")])
+    shapes = {sample_goal_skeleton(dag, max_parallel=3, seed=s).stages for s in range(40)}
+    assert all(len(stages) == 2 and stages[0] == ("list_orders",) for stages in shapes)
+    assert any(len(stages[1]) >= 2 for stages in shapes)  # extra goals share the provider's stage level
+
+
+def test_goal_skeletons_prefer_writes_and_cover_an_environment() -> None:
+    from tdg.dus import sample_goal_skeleton
+
+    dag = nx.DiGraph([("list_orders", "get_order"), ("list_orders", "update_order")])
+    dag.nodes["update_order"]["kind"] = "update"
+    writes = sum("update_order" in skeleton_tools(sample_goal_skeleton(dag, max_parallel=1, seed=s))
+                 for s in range(60))  # fmt: skip
+    assert writes > 40  # weight 6 against 1
+    env = [nx.DiGraph([("a", "b"), ("b", "c"), ("a", "d")], graph_index=0), nx.DiGraph([("e", "f")], graph_index=1)]
+    result = sample_skeletons_for_coverage(env, env_id="e", max_skeletons=20, seed=0)
+    assert result.coverage == 1.0

@@ -47,7 +47,8 @@ class TestReconstructAll:
         assert result.report.balanced and result.report.inputs == len(skeletons) >= 3
         assert result.report.produced >= len(skeletons) - 1
         called = {c.name for t in result.traces for s in t.stages for c in s.calls}
-        assert called == set(env.tool_names)
+        linked = {t for dag in shop_run[1] for t in dag.nodes if dag.degree(t)}
+        assert called == linked  # a tool that shares no data with another serves no goal next to others
 
     def test_replay_on_fresh_session_is_byte_identical(self, shop_run) -> None:
         env, _, _, result = shop_run
@@ -175,7 +176,10 @@ def test_a_computed_result_feeds_the_next_calculation() -> None:
     # a merely similar field is no data flow (`bggs[].id ~ maxbggrating (cos 0.567)` in a real Toucan graph)
     dag.edges["mean", "floor"]["evidence"] = ("semantic: P(edge)=0.52 from names and descriptions; closest fields "
                                               "mean.response.count ~ floor.number (cos 0.567)")  # fmt: skip
-    assert reconstruct_trace(env, dag, skeleton, seed=0).stages[1].calls[0].dependency_args == {}
+    assert reconstruct_trace(env, dag, skeleton, seed=0, goal_first=False).stages[1].calls[0].dependency_args == {}
+    # goal-first: `mean` then serves no goal and is pruned; `floor` is the requested goal
+    (only,) = [c for s in reconstruct_trace(env, dag, skeleton, seed=0).stages for c in s.calls]
+    assert (only.name, only.purpose, only.dependency_args) == ("floor", "requested", {})
 
 
 def test_a_raising_tool_drops_only_its_skeletons() -> None:
@@ -400,3 +404,109 @@ def test_one_offered_element_of_a_longer_list_still_gets_a_pick_rule() -> None:
     assert (path, value) == ("databases[2].name", "audit") and criterion is not None
     single = {"database": {"name": "audit"}}
     assert _determined_pick(single, [("database.name", "audit")], random.Random(0))[2] is None
+
+
+# --------------------------------------------------------------------------- goal-first traces (issue 20)
+class TestGoalFirst:
+    def test_every_call_is_requested_or_provides_a_later_calls_argument(self, shop_run) -> None:
+        from tdg.goalstats import real_dependencies
+
+        _, _, _, result = shop_run
+        providers = 0
+        for trace in result.traces:
+            calls = [c for s in trace.stages for c in s.calls]
+            deps = real_dependencies(calls)
+            for index, call in enumerate(calls):
+                if call.purpose == "requested":
+                    continue
+                assert call.purpose.startswith("provides:"), call.purpose
+                tool, _, arg = call.purpose.removeprefix("provides:").rpartition(".")
+                (consumer,) = [j for j, c in enumerate(calls) if c.name == tool]
+                assert any(d.provider == index and d.consumer == consumer and d.arg == arg for d in deps)
+                assert calls[consumer].dependency_args[arg].startswith(call.name + ".")
+                providers += 1
+            if len(calls) > 1:  # no call serves nothing: each is linked to another by a real dependency
+                linked = {d.provider for d in deps} | {d.consumer for d in deps}
+                assert linked == set(range(len(calls)))
+            # every dependency argument left is a real one
+            assert len(deps) == sum(len(c.dependency_args) for c in calls)
+        assert providers >= 2
+
+    def test_stages_are_real_dependency_levels(self, shop_run) -> None:
+        from tdg.goalstats import real_dependencies
+
+        _, _, _, result = shop_run
+        for trace in result.traces:
+            calls = [c for s in trace.stages for c in s.calls]
+            stage_of = [i for i, s in enumerate(trace.stages) for _ in s.calls]
+            for dep in real_dependencies(calls):
+                assert stage_of[dep.provider] < stage_of[dep.consumer]
+            assert all(stage.calls for stage in trace.stages)
+
+
+def _read(name: str, args: dict[str, Any], output: dict[str, Any], dep: dict[str, str] | None = None) -> Any:
+    from data.models import TraceCall
+
+    dep = dep or {}
+    return TraceCall(name=name, arguments=args, output=output, dependency_args=dep,
+                     context_args=tuple(a for a in args if a not in dep), db_changed=False)  # fmt: skip
+
+
+def test_goal_calls_prune_unserving_calls_and_share_a_stage_between_independent_ones() -> None:
+    from tdg.reconstruct import _goal_stages, goal_calls
+
+    orders = _read("list_orders", {}, {"orders": [{"id": "o1"}, {"id": "o2"}]})
+    weather = _read("get_weather", {"city": "Oslo"}, {"temp": 3})  # DUS filler: feeds nothing, needs nothing
+    get = _read("get_order", {"order_id": "o1"}, {"order": {"id": "o1"}}, {"order_id": "list_orders.orders[0].id"})
+    ship = _read("track_order", {"order_id": "o2"}, {"eta": 2}, {"order_id": "list_orders.orders[1].id"})
+    note = _read("note", {"order_id": "o2", "text": "hi"}, {"ok": True}, {"order_id": "list_orders.orders[1].id"})
+    calls = goal_calls([orders, weather, get, note, ship])
+    names = [c.name for c in calls]
+    assert "get_weather" not in names and names[0] == "list_orders"
+    assert calls[0].purpose == "provides:get_order.order_id"
+    assert {c.name: c.purpose for c in calls[1:]} == {n: "requested" for n in ("get_order", "note", "track_order")}
+    # every call in one stage after its provider: independent calls share the stage
+    from data.models import ToolKind, ToolSchema
+
+    reads = {c.name: ToolSchema(name=c.name, raw_name=c.name, description=c.name, kind=ToolKind.READ,
+                                parameters={"type": "object"}, response={"type": "object"}) for c in calls}  # fmt: skip
+    stages = _goal_stages(calls, reads, keep_order=False)
+    assert [[c.name for c in s] for s in stages] == [["list_orders"], ["get_order", "note", "track_order"]]
+    # a write on a record another call of the stage reads opens the next stage (no order-dependent turn)
+    writes = {**reads, "note": reads["note"].model_copy(update={"kind": ToolKind.UPDATE})}
+    stages = _goal_stages(calls, writes, keep_order=False)
+    assert [[c.name for c in s] for s in stages] == [["list_orders"], ["get_order", "note"], ["track_order"]]
+    # without any real dependency (its provider is gone) the last stage's calls are the goals, the value stated
+    only = goal_calls([weather, note], last=1)
+    assert [(c.name, c.purpose, c.dependency_args) for c in only] == [("note", "requested", {})]
+
+
+def test_a_read_that_repeats_an_earlier_output_is_no_provider() -> None:
+    from tdg.reconstruct import goal_calls
+
+    create = _read("create_task", {"title": "Inventory"}, {"task": {"task_id": "T5", "title": "Inventory"}})
+    create = create.model_copy(update={"db_changed": True})
+    listed = _read("list_tasks", {"title": "Inventory"}, {"tasks": [{"task_id": "T5"}]})
+    assign = _read("assign_task", {"task_id": "T5", "assignee": "Ann"}, {"ok": True},
+                   {"task_id": "list_tasks.tasks[0].task_id"})  # fmt: skip
+    calls = goal_calls([create, listed, assign])
+    assert [c.name for c in calls] == ["create_task", "assign_task"]
+    assert calls[1].dependency_args == {"task_id": "create_task.task.task_id"}
+    assert [c.purpose for c in calls] == ["requested", "requested"]  # a write is asked for, even when it provides
+
+
+def test_a_call_that_echoes_its_input_is_no_provider() -> None:
+    from tdg.reconstruct import goal_calls
+
+    tickets = _read("list_tickets", {}, {"tickets": [{"ticket_id": "T1", "title": "a"}, {"ticket_id": "T4", "title": "b"}]})
+    get = _read("get_ticket", {"ticket_id": "T4"}, {"ticket": {"ticket_id": "T4", "title": "b"}},
+                {"ticket_id": "list_tickets.tickets[1].ticket_id"})  # fmt: skip
+    get = get.model_copy(update={"pick_criteria": {"ticket_id": "field=title"}})
+    comment = _read("add_comment", {"ticket_id": "T4", "text": "hi"}, {"ok": True},
+                    {"ticket_id": "get_ticket.ticket.ticket_id"}).model_copy(update={"db_changed": True})  # fmt: skip
+    assert [c.name for c in goal_calls([tickets, get, comment])] == ["list_tickets", "get_ticket", "add_comment"]
+    calls = goal_calls([tickets, get, comment], goals={"add_comment"})  # get_ticket was drawn as a provider
+    assert [c.name for c in calls] == ["list_tickets", "add_comment"]
+    assert calls[1].dependency_args == {"ticket_id": "list_tickets.tickets[1].ticket_id"}
+    assert calls[1].pick_criteria == {"ticket_id": "field=title"}
+    assert calls[0].purpose == "provides:add_comment.ticket_id"
