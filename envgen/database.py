@@ -19,9 +19,10 @@ from data.models import RefactoredToolset
 from envgen import prompts
 from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
-from envgen.domain import Domain, domain_of
+from envgen.domain import Domain, domain_of, stable_index
 from envgen.fakes import (
     CITIES,
+    ENS_NAMES,
     FREE_TEXT_TOKENS,
     domain_text,
     entity_name,
@@ -58,7 +59,6 @@ _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
     (re.compile(r"(^|_)(severity|priority)$"), lambda r, i, f: r.choice(("low", "medium", "high"))),
     (re.compile(r"(^|_)(role|department)$"), lambda r, i, f: r.choice(("engineering", "sales", "support", "finance"))),
     (re.compile(r"(^|_)(license)$"), lambda r, i, f: r.choice(("MIT", "Apache-2.0", "GPL-3.0", "BSD-3-Clause"))),
-    (re.compile(r"(^|_)(type|kind)$"), lambda r, i, f: r.choice(("standard", "premium", "basic", "business"))),
     (re.compile(r"_id$"), lambda r, i, f: f"{f[:-3][:3].upper()}-{r.randint(100, 999)}"),
 )
 _NUMBER_RULES: tuple[tuple[re.Pattern[str], tuple[float, float]], ...] = (
@@ -160,6 +160,8 @@ def _entity_name(entity: str | None, rng: random.Random, index: int, domain: Dom
     if _person(entity):
         return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
     head = (entity or "").split("_")[-1]
+    if domain is not None and "evm" in domain.kinds and head in ("name", "ens", "domain"):
+        return ENS_NAMES[(index - 1) % len(ENS_NAMES)]  # a chain's names are ENS names
     names = _ENTITY_NAMES.get(head) or _ENTITY_NAMES.get(entity or "")
     if names:
         return names[(index - 1) % len(names)]
@@ -188,10 +190,14 @@ def _string(
     for pattern, generate in _STRING_RULES:
         if pattern.search(field):
             return str(generate(rng, index, field))
+    if examples:
+        return examples[0]  # the one value the schema offers, shared, rather than a word it never uses
+    if domain is not None and re.search(r"(^|_)(type|kind)$", field):
+        return domain.word(index // 2 + stable_index(field), avoid=field_tokens(field))  # "aggregation", not "premium"
     return plain_value(field, rng, index=index, domain=domain)  # a few values shared across records (filters find two)
 
 
-_DOCUMENT_FIELDS = ("name", "type", "description", "created_at")
+_DOCUMENT_FIELDS = ("name", "category", "description", "created_at")
 
 
 def sample_value(

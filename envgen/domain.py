@@ -53,8 +53,13 @@ GENERIC_WORDS = frozenset(
     accesses manage manages management perform performs performing help helps helpful useful various specify
     specifies example examples like want need needs must want within between across around simple basic
     https http www com org json yaml text content contents description descriptions summary page pages limit offset
-    count total max min maximum minimum size number numbers status statuses""".split()
+    count total max min maximum minimum size number numbers status statuses since until while during whether both
+    either because though although already still even yet instead rather whose thus hence drop execute switch track
+    save append enhance navigate parse insert change select send post put patch upload download fetches provides
+    retrieves seamless comprehensive powerful advanced detailed optionally securely directly automatically easily
+    quickly natural useful different particular certain""".split()
 )
+_NOT_NOUN = re.compile(r"(?:ly|ing|ous|ive|ful|less|able|ible)$|^\w{5,}ed$")
 _NAME_NOISE = frozenset("mcp server servers api apis service tool tools toolkit smithery remote client the".split())
 _WORD = re.compile(r"[A-Za-z][a-z]{3,}|[A-Z]{2,6}(?![a-z])")
 
@@ -80,13 +85,15 @@ class Domain(StrictModel):
 
 def _label(name: str) -> str:
     kept = [w for w in re.split(r"[\s_\-/]+", name) if w and w.casefold() not in _NAME_NOISE]
-    return " ".join(kept[:3]) or name.strip() or "Service"
+    return " ".join(kept[:3]) or name.strip() or "this service"
 
 
 def _content(text: str) -> list[str]:
-    """Content words of `text` in order: lowercase, four letters or more (acronyms kept), generic words dropped."""
+    """Content words of `text` in order: lowercase, four letters or more (acronyms kept), generic words, adverbs,
+    adjectives and participles dropped (what is left names things: "token", "transfers", "contract")."""
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])|_", " ", text)
-    return [w.casefold() for w in _WORD.findall(spaced) if w.casefold() not in GENERIC_WORDS]
+    return [w.casefold() for w in _WORD.findall(spaced)
+            if w.casefold() not in GENERIC_WORDS and not _NOT_NOUN.search(w.casefold())]  # fmt: skip
 
 
 def _phrases(texts: Sequence[str]) -> list[str]:
@@ -95,7 +102,8 @@ def _phrases(texts: Sequence[str]) -> list[str]:
         for sentence in re.split(r"[.;:()\n,!?]", text):
             words = re.findall(r"[A-Za-z][A-Za-z0-9]*", sentence)
             for a, b in zip(words, words[1:], strict=False):
-                if all(len(w) >= 3 and w.casefold() not in GENERIC_WORDS for w in (a, b)) and a.casefold() != b.casefold():
+                if all(len(w) >= 3 and w.casefold() not in GENERIC_WORDS for w in (a, b)) and a.casefold() != b.casefold() \
+                        and not _NOT_NOUN.search(b.casefold()) and not a.casefold().endswith("ly"):
                     counts[" ".join(w if w.isupper() else w.casefold() for w in (a, b))] += 1  # "ERC token"
     return [p for p, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 

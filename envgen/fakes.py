@@ -26,6 +26,7 @@ from envgen.domain import Domain, domain_of_schema, stable_index
 
 __all__ = [
     "CITIES",
+    "ENS_NAMES",
     "FIELD_KINDS",
     "domain_text",
     "entity_name",
@@ -184,7 +185,7 @@ def _sql(c: _Ctx) -> str:
 
 
 _CHAIN_IDS = ("1", "137", "42161", "10", "8453", "56")  # Ethereum, Polygon, Arbitrum One, Optimism, Base, BNB
-_ENS = ("vitalik.eth", "nick.eth", "uniswap.eth", "ens.eth", "aave.eth", "brantly.eth")
+ENS_NAMES = ("vitalik.eth", "nick.eth", "uniswap.eth", "ens.eth", "aave.eth", "brantly.eth")
 _CRYPTO_SYMBOLS = ("ETH", "USDC", "WBTC", "UNI", "LINK", "DAI", "SOL", "BTC")
 _COMPANY_SUFFIXES = ("Labs", "Systems", "Group", "Partners", "Works", "Analytics")
 
@@ -194,7 +195,8 @@ def _in(*kinds: str) -> Callable[[_Ctx], bool]:
 
 
 def _address_field(c: _Ctx) -> bool:
-    return bool(c.tokens & {"address", "wallet", "contract", "account", "owner", "holder", "from", "to", "recipient"})
+    named = bool(c.tokens & {"address", "wallet", "contract", "owner", "holder", "recipient", "sender", "spender"})
+    return (named or c.tokens in ({"from"}, {"to"})) and not c.tokens & {"name", "email", "ip", "street", "postal"}
 
 
 # Field kinds only a domain can tell (an "address" of a chain is not a street): (kind, test); the first match wins.
@@ -202,12 +204,12 @@ _DOMAIN_KIND_TESTS: tuple[tuple[str, Callable[[_Ctx], bool]], ...] = (
     ("ens_name", lambda c: "ens" in c.tokens),
     ("chain_id", lambda c: {"chain", "id"} <= c.tokens or "chainid" in c.tokens),
     ("solana_address", lambda c: _in("solana")(c) and not _in("evm")(c) and _address_field(c)),
-    ("evm_address", lambda c: _in("evm", "crypto")(c) and _address_field(c) and not c.tokens & {"email", "ip"}),
+    ("evm_address", lambda c: _in("evm", "crypto")(c) and _address_field(c)),
     ("crypto_symbol", lambda c: _in("evm", "crypto", "solana")(c) and bool(c.tokens & {"symbol", "ticker", "coin"})),
     ("sql", lambda c: _in("sql")(c) and bool(c.tokens & {"query", "sql", "statement"})),
 )
 FIELD_KINDS: dict[str, Maker] = {  # field kind -> generator (a registry: one typed generator per kind)
-    "ens_name": lambda c: _ENS[(c.index - 1) % len(_ENS)],
+    "ens_name": lambda c: ENS_NAMES[(c.index - 1) % len(ENS_NAMES)],
     "chain_id": lambda c: _CHAIN_IDS[(c.index - 1) % len(_CHAIN_IDS)],
     "solana_address": _base58,
     "evm_address": lambda c: _hex(c, 40),

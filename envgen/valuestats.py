@@ -146,6 +146,8 @@ def _person_arguments(record: TaskRecord) -> list[str]:
     found = []
     for stage in record.trace.stages:
         for call in stage.calls:
+            if set(field_tokens(call.name)) & (_PERSON_FIELD_TOKENS | {"authors", "people", "users", "members"}):
+                continue  # a search of authors or users takes a person's name
             for key, value in _leaves(call.arguments):
                 if not isinstance(value, str) or set(field_tokens(key)) & _PERSON_FIELD_TOKENS:
                     continue
