@@ -362,6 +362,8 @@ def _records(
         for field, schema in entity.fields.items():
             target = entity.refs.get(field)
             keys = [k for k in shared.get(field, []) if _fits(k, schema)]
+            if field in ("name", "title", "label") and _ENTITY_NAMES.get(entity.singular.split("_")[-1]):
+                keys = []  # a chain is named like a chain, not after another collection's keys
             if target is None and keys:
                 record[field] = rng.choice(keys)
             elif target is None:

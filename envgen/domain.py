@@ -57,7 +57,7 @@ GENERIC_WORDS = frozenset(
     either because though although already still even yet instead rather whose thus hence drop execute switch track
     save append enhance navigate parse insert change select send post put patch upload download fetches provides
     retrieves seamless comprehensive powerful advanced detailed optionally securely directly automatically easily
-    quickly natural useful different particular certain""".split()
+    quickly natural useful different particular certain unlike smart analyzing""".split()
 )
 _NOT_NOUN = re.compile(r"(?:ly|ing|ous|ive|ful|less|able|ible)$|^\w{5,}ed$")
 _NAME_NOISE = frozenset("mcp server servers api apis service tool tools toolkit smithery remote client the".split())
@@ -103,7 +103,7 @@ def _phrases(texts: Sequence[str]) -> list[str]:
             words = re.findall(r"[A-Za-z][A-Za-z0-9]*", sentence)
             for a, b in zip(words, words[1:], strict=False):
                 if all(len(w) >= 3 and w.casefold() not in GENERIC_WORDS for w in (a, b)) and a.casefold() != b.casefold() \
-                        and not _NOT_NOUN.search(b.casefold()) and not a.casefold().endswith("ly"):
+                        and not _NOT_NOUN.search(b.casefold()) and not re.search(r"ly$|^\w{5,}ed$", a.casefold()):
                     counts[" ".join(w if w.isupper() else w.casefold() for w in (a, b))] += 1  # "ERC token"
     return [p for p, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
