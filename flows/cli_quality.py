@@ -47,7 +47,7 @@ def quality(
         if score is not None:
             mutation[env_dir.name] = score
     outcome = assess(records, schemas, cfg, drop=False, mutation_scores=mutation)
-    report = outcome.quality
+    report = _with_world(outcome.quality, out, records)
     previous = out / "reports" / "quality.json"
     if previous.is_file():  # keep what the build's quality stage measured before its drops
         earlier = json.loads(previous.read_text(encoding="utf-8"))
@@ -58,6 +58,16 @@ def quality(
     _print(report.dataset, report.targets, report.embedder, previous)
     if strict and not all(row["met"] for row in report.targets):
         raise typer.Exit(1)
+
+
+def _with_world(report, out: Path, records):  # noqa: ANN001, ANN202 (QualityReport, TaskRecords)
+    """The report plus `envgen.valuestats` (does the world fit its domain?) in its dataset metrics and targets."""
+    from envgen.valuestats import WORLD_TARGETS, world_metrics
+    from tdg.quality import target_rows
+
+    world = world_metrics(out, records)
+    dataset = {**report.dataset, **world}
+    return report.model_copy(update={"dataset": dataset, "targets": report.targets + target_rows(world, WORLD_TARGETS)})
 
 
 def _print(dataset: dict, targets: list[dict], embedder: str, path: Path) -> None:
