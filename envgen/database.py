@@ -11,15 +11,14 @@ import json
 import logging
 import random
 import re
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 from data.models import RefactoredToolset
 from envgen import prompts
 from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
-from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
 from envgen.domain import Domain, domain_of, stable_index
+from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
 from envgen.fakes import (
     CITIES,
     ENS_NAMES,

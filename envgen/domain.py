@@ -26,11 +26,15 @@ from data.models import StrictModel
 __all__ = ["DOMAIN_KINDS", "Domain", "domain_of", "domain_of_schema", "GENERIC_WORDS"]
 
 DOMAIN_KINDS: dict[str, frozenset[str]] = {  # kind -> words of the domain's text that announce it
-    "evm": frozenset("ethereum evm erc20 erc721 erc solidity web3 blockscout etherscan defi uniswap polygon arbitrum "
-                     "optimism ens eth gwei onchain dex sui aptos bnb bsc avalanche".split()),  # fmt: skip
+    "evm": frozenset(
+        "ethereum evm erc20 erc721 erc solidity web3 blockscout etherscan defi uniswap polygon arbitrum "
+        "optimism ens eth gwei onchain dex sui aptos bnb bsc avalanche".split()
+    ),  # fmt: skip
     "solana": frozenset("solana spl lamports phantom jupiter raydium".split()),
-    "crypto": frozenset("crypto cryptocurrency cryptocurrencies bitcoin coin coins token tokens blockchain defi "
-                        "altcoin coingecko coinmarketcap binance exchange staking nft".split()),  # fmt: skip
+    "crypto": frozenset(
+        "crypto cryptocurrency cryptocurrencies bitcoin coin coins token tokens blockchain defi "
+        "altcoin coingecko coinmarketcap binance exchange staking nft".split()
+    ),  # fmt: skip
     "sql": frozenset("sql postgres postgresql mysql sqlite mssql mariadb snowflake bigquery duckdb clickhouse".split()),
     "documents": frozenset("mongodb mongo couchdb firestore dynamodb document documents".split()),
 }
@@ -102,8 +106,13 @@ def _phrases(texts: Sequence[str]) -> list[str]:
         for sentence in re.split(r"[.;:()\n,!?]", text):
             words = re.findall(r"[A-Za-z][A-Za-z0-9]*", sentence)
             for a, b in zip(words, words[1:], strict=False):
-                if all(len(w) >= 3 and w.casefold() not in GENERIC_WORDS for w in (a, b)) and a.casefold() != b.casefold() \
-                        and not _NOT_NOUN.search(b.casefold()) and not re.search(r"ly$|^\w{5,}ed$", a.casefold()):
+                content = all(len(w) >= 3 and w.casefold() not in GENERIC_WORDS for w in (a, b))
+                if (
+                    content
+                    and a.casefold() != b.casefold()
+                    and not _NOT_NOUN.search(b.casefold())
+                    and not re.search(r"ly$|^\w{5,}ed$", a.casefold())
+                ):
                     counts[" ".join(w if w.isupper() else w.casefold() for w in (a, b))] += 1  # "ERC token"
     return [p for p, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
@@ -146,8 +155,16 @@ def domain_of(name: str, description: str = "", tools: Sequence[Any] = ()) -> Do
 _WORKSPACE = Domain(  # the domain of a value requested with no context at all (no toolset, no description)
     label="the workspace",
     words=("report", "review", "budget", "release", "schedule", "inventory", "account", "project", "invoice", "team"),
-    phrases=("release plan", "budget review", "inventory count", "account settings", "project timeline",
-             "invoice batch", "team schedule", "quarterly report"),  # fmt: skip
+    phrases=(
+        "release plan",
+        "budget review",
+        "inventory count",
+        "account settings",
+        "project timeline",
+        "invoice batch",
+        "team schedule",
+        "quarterly report",
+    ),  # fmt: skip
 )
 
 

@@ -6,8 +6,9 @@ tickers, Brazilian CNPJ/CPF numbers, IBANs, ... Faker (pinned in constraints.txt
 text (notes, descriptions, titles), topics, categories and company names are composed from the environment's own
 domain (`envgen.domain`: its name, overview and tool descriptions), never drawn from a global sentence bank; the
 domain's kinds pick the format of an "address" (0x-hex on an EVM chain, a street elsewhere), a "symbol" or a query
-(`FIELD_KINDS`, one generator per field kind). Every value is a pure function of the caller's `random.Random`: a Faker instance is re-seeded from it per
-value, and no relative ("today") date is used, so builds stay reproducible offline.
+(`FIELD_KINDS`, one generator per field kind). Every value is a pure function of the caller's `random.Random`: a
+Faker instance is re-seeded from it per value, and no relative ("today") date is used, so builds stay reproducible
+offline.
 
 Never produced: "<codename> <field name>" fillers ("summit file key"), "#N" counters, "recently added" boilerplate.
 """
@@ -180,7 +181,8 @@ def _base58(c: _Ctx, length: int = 44) -> str:
 
 def _sql(c: _Ctx) -> str:
     table = re.sub(r"\W+", "_", c.domain.word(c.rng.randrange(8))).strip("_") or "records"
-    frame = ("SELECT * FROM {t} LIMIT {n}", "SELECT COUNT(*) FROM {t}", "SELECT id, name FROM {t} ORDER BY id LIMIT {n}")
+    frame = ("SELECT * FROM {t} LIMIT {n}", "SELECT COUNT(*) FROM {t}",
+             "SELECT id, name FROM {t} ORDER BY id LIMIT {n}")  # fmt: skip
     return c.rng.choice(frame).format(t=table if table.endswith("s") else f"{table}s", n=c.rng.choice((5, 10, 20)))
 
 

@@ -35,8 +35,9 @@ def _chain_explorer():
         _tool("get_transaction_info", "Get a transaction with its block number and gas fee.",
               chain_id={"type": "string"}, transaction_hash={"type": "string"}),
     )  # fmt: skip
-    toolset = sample("Acme Shop").model_copy(update={
-        "name": "Blockscout MCP Server", "description": "Blockchain explorer for EVM chains.", "tools": tools})
+    toolset = sample("Acme Shop").model_copy(
+        update={"name": "Blockscout MCP Server", "description": "Blockchain explorer for EVM chains.", "tools": tools}
+    )
     return refactor_toolset(toolset, EnvGenConfig())
 
 
@@ -48,8 +49,13 @@ def _clinic():
         _tool("update_treatment", "Change a treatment plan's description or dosage.",
               treatment_id={"type": "string"}, description={"type": "string"}),
     )  # fmt: skip
-    toolset = sample("Acme Shop").model_copy(update={
-        "name": "Harbor Clinic", "description": "Appointments and treatment plans of a dental clinic.", "tools": tools})
+    toolset = sample("Acme Shop").model_copy(
+        update={
+            "name": "Harbor Clinic",
+            "description": "Appointments and treatment plans of a dental clinic.",
+            "tools": tools,
+        }
+    )
     return refactor_toolset(toolset, EnvGenConfig())
 
 
