@@ -118,14 +118,14 @@ def _phrases(texts: Sequence[str]) -> list[str]:
 
 
 @functools.lru_cache(maxsize=512)
-def _domain(name: str, texts: tuple[str, ...]) -> Domain:
+def _domain(name: str, texts: tuple[str, ...], verbs: frozenset[str] = frozenset()) -> Domain:
     words = Counter()
     order: dict[str, int] = {}
     for text in (name, *texts):
         for w in _content(text):
             words[w] += 1
             order.setdefault(w, len(order))
-    ranked = sorted(words, key=lambda w: (-words[w], order[w]))
+    ranked = sorted((w for w in words if w not in verbs), key=lambda w: (-words[w], order[w]))
     every = set(words)
     kinds = frozenset(k for k, cues in DOMAIN_KINDS.items() if every & cues)
     return Domain(label=_label(name), words=tuple(ranked[:60]), phrases=tuple(_phrases(texts)[:40]), kinds=kinds)
@@ -139,17 +139,19 @@ def domain_of(name: str, description: str = "", tools: Sequence[Any] = ()) -> Do
         description: its overview.
         tools: `ToolSchema`s or raw tool mappings (name, description, parameters / inputSchema).
     """
-    texts = [description]
+    texts, verbs = [description], set()
     for tool in tools:
         get = tool.get if isinstance(tool, Mapping) else lambda key, _t=tool: getattr(_t, key, None)
-        texts.append(str(get("name") or "").replace("_", " "))
+        tool_name = str(get("name") or "")
+        texts.append(tool_name.replace("_", " "))
+        verbs.update(re.findall(r"^[a-z]+", re.sub(r"(?<=[a-z])(?=[A-Z])", "_", tool_name).casefold())[:1])
         texts.append(str(get("description") or ""))
         params = get("parameters") or get("inputSchema") or {}
         for pname, spec in (params.get("properties") or {}).items() if isinstance(params, Mapping) else ():
             texts.append(str(pname).replace("_", " "))
             if isinstance(spec, Mapping):
                 texts.append(str(spec.get("description") or ""))
-    return _domain(name, tuple(t for t in texts if t))
+    return _domain(name, tuple(t for t in texts if t), frozenset(verbs))  # a tool name's verb names no thing
 
 
 _WORKSPACE = Domain(  # the domain of a value requested with no context at all (no toolset, no description)

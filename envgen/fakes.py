@@ -72,7 +72,7 @@ _CRYPTO = ("BTC", "ETH", "SOL", "ADA", "DOT", "LTC")
 _SELECTORS = ("#submit-button", ".nav-link", "button[type=submit]", "#search-input", "a.product-title",
               "div.modal-footer > button", "input[name=email]", "#login-form")  # fmt: skip
 _EXPRESSIONS = ("2 * (3 + 4)", "sqrt(144) + 7", "15 / 4", "3 ** 4 - 10", "(120 - 45) * 0.2", "sin(0.5) + 1")
-_PHRASES = ("hello world", "The quick brown fox", "order-2025-0413", "Meeting notes for Monday", "user@42",
+_PHRASES = ("hello world", "order-2025-0413", "user@42",
             "Release v2.4 is ready")  # fmt: skip
 _NETWORKS = ("ethereum", "solana", "polygon", "arbitrum", "base", "bsc")
 _PACKAGES = ("requests", "numpy", "lodash", "express", "laravel/framework", "react", "pandas", "guzzlehttp/guzzle")
@@ -355,7 +355,7 @@ _RULES: tuple[tuple[Callable[[_Ctx], bool], Maker], ...] = (
     (_has("context", "decision", "explanation", "rationale", "purpose", "usecase"),
      FIELD_KINDS["rationale"]),  # fmt: skip
     (lambda c: {"use", "case"} <= c.tokens, FIELD_KINDS["rationale"]),
-    (_has("input", "plaintext"), lambda c: c.rng.choice(_PHRASES)),
+    (_has("input", "plaintext"), lambda c: c.rng.choice((*_PHRASES, FIELD_KINDS["topic"](c)))),
     (
         lambda c: bool(c.tokens & {"number", "num", "no", "count", "page", "chapter", "verse", "juz", "hizb", "limit"}),
         lambda c: str(c.rng.randint(1, 30)),

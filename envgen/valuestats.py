@@ -45,6 +45,7 @@ WORLD_TARGETS = {
 }
 _DESCRIPTIVE_TOKENS = FREE_TEXT_TOKENS | {"title", "headline", "subject", "summary", "overview", "caption"}
 _PERSON_FIELD_TOKENS = PERSON_TOKENS | PERSON_NOUNS | {"first", "last", "full", "surname", "firstname", "lastname"}
+_CODE = re.compile(r"[=\[\]#{}<>|$*@]|\w\.\w")  # code, selectors, file names, hosts: not prose
 _IDENTIFIER = re.compile(r"^(?:[\w.+-]+@[\w.-]+|https?://\S+|[/~.][\w./-]*|0x[0-9a-fA-F]+|[\d\s:.TZ+-]+)$")
 
 
@@ -79,8 +80,10 @@ def _leaves(value: Any, key: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def _descriptive(key: str, value: Any) -> bool:
-    if not isinstance(value, str) or _IDENTIFIER.match(value.strip()) or len(value) > 300:
+    if not isinstance(value, str) or _IDENTIFIER.match(value.strip()) or len(value) > 300 or " " not in value.strip():
         return False
+    if _CODE.search(value) or set(field_tokens(key)) & _PERSON_FIELD_TOKENS:
+        return False  # a command, a selector, a host, a file name; a person's name
     words = re.findall(r"[^\W\d_]{2,}", value)
     return bool(set(field_tokens(key)) & _DESCRIPTIVE_TOKENS) and len(words) >= 2 or len(words) >= 3
 
