@@ -105,6 +105,7 @@ def _phrases(texts: Sequence[str]) -> list[str]:
     for text in texts:
         for sentence in re.split(r"[.;:()\n,!?]", text):
             words = re.findall(r"[A-Za-z][A-Za-z0-9]*", sentence)
+            names = {w for i, w in enumerate(words) if i and w[:1].isupper()}  # "Victor Hugo" keeps its capitals
             for a, b in zip(words, words[1:], strict=False):
                 content = all(len(w) >= 3 and w.casefold() not in GENERIC_WORDS for w in (a, b))
                 if (
@@ -113,7 +114,7 @@ def _phrases(texts: Sequence[str]) -> list[str]:
                     and not _NOT_NOUN.search(b.casefold())
                     and not re.search(r"ly$|^\w{5,}ed$", a.casefold())
                 ):
-                    counts[" ".join(w if w.isupper() else w.casefold() for w in (a, b))] += 1  # "ERC token"
+                    counts[" ".join(w if w.isupper() or w in names else w.casefold() for w in (a, b))] += 1  # "ERC token"
     return [p for p, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 

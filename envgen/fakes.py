@@ -137,7 +137,11 @@ _DESCRIBING = frozenset({"description", "details", "summary", "bio", "content", 
 
 
 def domain_text(kind: str, domain: Domain, rng: random.Random, *, noun: str = "record") -> str:
-    """Text of `kind` (description, note, title, rationale, question) composed from `domain`'s own phrases."""
+    """Text of `kind` (description, note, title, rationale, question) composed from `domain`'s own phrases.
+
+    The draws mix the caller's rng with the domain's own text, so two environments built with one seed from similar
+    phrase lists do not compose the same sentence (no value shared across environments)."""
+    rng = random.Random(rng.getrandbits(32) ^ stable_index(domain.label, *domain.phrases[:3]))
     frame = _TEXT_FRAMES[kind][rng.randrange(len(_TEXT_FRAMES[kind]))]
     picks = rng.sample(range(max(3, len(domain.phrases))), 3)
     p1, p2, p3 = (domain.phrase(i) for i in picks)
