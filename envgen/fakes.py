@@ -85,16 +85,18 @@ CITIES = (
 
 
 _PER_THREAD = threading.local()
+_IMPORTING = threading.Lock()  # serializes the first imports of Faker's modules (not values: those are per thread)
 
 
 def _faker(locale: str) -> Any:
     """This thread's Faker for `locale`: callers re-seed it per value, so threads (envgen builds several toolsets
     at once) must not share one, or a value would depend on another thread's timing."""
-    from faker import Faker  # imported on first use: a ~0.4 s import
-
     fakers = _PER_THREAD.__dict__.setdefault("fakers", {})
     if locale not in fakers:
-        fakers[locale] = Faker(locale)
+        with _IMPORTING:  # threads importing Faker's modules at once deadlock on the import locks (seen in a build)
+            from faker import Faker  # imported on first use: a ~0.4 s import
+
+            fakers[locale] = Faker(locale)  # imports the locale's provider modules
     return fakers[locale]
 
 
@@ -170,7 +172,8 @@ def entity_name(domain: Domain, noun: str, index: int) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _person_names() -> frozenset[str]:
-    from faker.providers.person.en_US import Provider
+    with _IMPORTING:
+        from faker.providers.person.en_US import Provider
 
     return frozenset(n.casefold() for n in (*Provider.first_names, *Provider.last_names))
 
