@@ -114,7 +114,8 @@ def _phrases(texts: Sequence[str]) -> list[str]:
                     and not _NOT_NOUN.search(b.casefold())
                     and not re.search(r"ly$|^\w{5,}ed$", a.casefold())
                 ):
-                    counts[" ".join(w if w.isupper() or w in names else w.casefold() for w in (a, b))] += 1  # "ERC token"
+                    kept = (w if w.isupper() or w in names else w.casefold() for w in (a, b))  # "ERC token"
+                    counts[" ".join(kept)] += 1
     return [p for p, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
