@@ -11,21 +11,24 @@ import json
 import logging
 import random
 import re
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 from data.models import RefactoredToolset
 from envgen import prompts
 from envgen.behaviours import BALANCES, CURRENCIES, PERSON_NOUNS
+from envgen.domain import Domain, domain_of, stable_index
 from envgen.entities import ACTION_LOG, EXCHANGE_RATES, EntitySpec, EnvPlan, plan_environment, record_schema
 from envgen.fakes import (
     CITIES,
+    ENS_NAMES,
     FREE_TEXT_TOKENS,
+    domain_text,
+    entity_name,
+    field_kind,
     field_tokens,
     plain_value,
     schema_examples,
-    title_text,
     typed_value,
 )
 from gustforge.errors import CodegenError, LLMError
@@ -49,29 +52,12 @@ _CITIES = CITIES[:10]
 Generator = Callable[[random.Random, int, str], Any]
 
 
-def _name(rng: random.Random, i: int, field: str) -> str:
-    return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
-
-
-def _email(rng: random.Random, i: int, field: str) -> str:
-    return f"{rng.choice(_FIRST).lower()}.{rng.choice(_LAST).lower()}{i}@example.com"
-
-
-def _title(rng: random.Random, i: int, field: str) -> str:
-    return title_text(rng)
-
-
-def _date(rng: random.Random, i: int, field: str) -> str:
-    return f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-
-
 # Ordered (regex on the field name, generator) rules for string fields `typed_value` has no rule for.
 _STRING_RULES: tuple[tuple[re.Pattern[str], Generator], ...] = (
     (re.compile(r"(^|_)(condition|weather)$"), lambda r, i, f: r.choice(("sunny", "cloudy", "rain", "snow", "windy"))),
     (re.compile(r"(^|_)(severity|priority)$"), lambda r, i, f: r.choice(("low", "medium", "high"))),
     (re.compile(r"(^|_)(role|department)$"), lambda r, i, f: r.choice(("engineering", "sales", "support", "finance"))),
     (re.compile(r"(^|_)(license)$"), lambda r, i, f: r.choice(("MIT", "Apache-2.0", "GPL-3.0", "BSD-3-Clause"))),
-    (re.compile(r"(^|_)(type|kind)$"), lambda r, i, f: r.choice(("standard", "premium", "basic", "business"))),
     (re.compile(r"_id$"), lambda r, i, f: f"{f[:-3][:3].upper()}-{r.randint(100, 999)}"),
 )
 _NUMBER_RULES: tuple[tuple[re.Pattern[str], tuple[float, float]], ...] = (
@@ -92,7 +78,7 @@ _INT_RULES: tuple[tuple[re.Pattern[str], tuple[int, int]], ...] = (
 
 _WHOLE = re.compile(  # names of counts, positions and ids: whole numbers even where the schema says "number"
     r"(^|_)(index|idx|pid|id|port|count|num|number|no|page|limit|offset|year|age|quantity|position|rank|level|"
-    r"step|days|nights|seats|guests|copies|stock|top|max|min)s?$"
+    r"step|days|nights|seats|guests|copies|stock|top|max|min|version|revision|seq|sequence)s?$"
 )
 
 
@@ -104,7 +90,12 @@ def _bounded(lo: float, hi: float, schema: dict[str, Any]) -> tuple[float, float
     return low, max(low, high)
 
 
+_CHAINS = ("Ethereum", "Polygon", "Arbitrum One", "Optimism", "Base", "BNB Smart Chain")  # chain ids 1, 137, ...
 _ENTITY_NAMES = {  # entity noun -> realistic names of its records
+    "chain": _CHAINS,
+    "blockchain": _CHAINS,
+    "network": _CHAINS,
+    "pool": ("ETH/USDC", "WBTC/ETH", "DAI/USDC", "UNI/ETH", "LINK/ETH", "USDT/USDC"),
     "coin": ("Bitcoin", "Ethereum", "Solana", "Cardano", "Polkadot", "Litecoin"),
     "token": ("USDC", "Chainlink", "Uniswap", "Aave", "Maker", "Dai"),
     "crypto": ("Bitcoin", "Ethereum", "Solana", "Cardano", "Polkadot", "Litecoin"),
@@ -158,40 +149,60 @@ _ENTITY_NAMES = {  # entity noun -> realistic names of its records
 }
 
 
-def _entity_name(entity: str | None, rng: random.Random, index: int) -> str:
-    head = (entity or "").split("_")[-1]
-    if entity and (entity in PERSON_NOUNS or head in PERSON_NOUNS):
+def _person(entity: str | None) -> bool:
+    return bool(entity) and (entity in PERSON_NOUNS or entity.split("_")[-1] in PERSON_NOUNS)  # type: ignore[union-attr]
+
+
+def _entity_name(entity: str | None, rng: random.Random, index: int, domain: Domain | None = None) -> str:
+    """A record's name: a person's name for a person, the kind's real names (chains, coins, hotels), else a name
+    composed from the domain's words ("Transfer Pool") — never "<Surname> <Entity>"."""
+    if _person(entity):
         return f"{rng.choice(_FIRST)} {rng.choice(_LAST)}"
+    head = (entity or "").split("_")[-1]
+    if domain is not None and "evm" in domain.kinds and head in ("name", "ens", "domain"):
+        return ENS_NAMES[(index - 1) % len(ENS_NAMES)]  # a chain's names are ENS names
     names = _ENTITY_NAMES.get(head) or _ENTITY_NAMES.get(entity or "")
     if names:
         return names[(index - 1) % len(names)]
-    noun = (entity or "record").replace("_", " ").title()
-    offset = zlib.crc32(noun.encode("utf-8")) % len(_LAST)  # distinct names for up to len(_LAST) records
-    return f"{_LAST[(index * 5 + offset) % len(_LAST)]} {noun}"  # "Novak Clinic", "Ito Studio"
+    return entity_name(domain or domain_of(entity or "record"), entity or "record", index)
 
 
-def _string(field: str, schema: dict[str, Any], rng: random.Random, index: int, entity: str | None = None) -> str:
+def _string(
+    field: str, schema: dict[str, Any], rng: random.Random, index: int, entity: str | None = None,
+    domain: Domain | None = None,
+) -> str:  # fmt: skip
     if field in ("name", "full_name", "display_name"):
-        return _entity_name(entity, rng, index)
-    head = (entity or "").split("_")[-1]
-    if field in ("title", "job_title", "position", "role") and (entity in PERSON_NOUNS or head in PERSON_NOUNS):
+        return _entity_name(entity, rng, index, domain)
+    if field in ("title", "job_title", "position", "role") and _person(entity):
         return typed_value("job", {}, rng) or "Analyst"  # an employee's title is a job title
-    if field == "title" and entity is not None:
-        return _title(rng, index, field)
     examples = schema_examples(schema)  # the schema's own default / examples / "e.g." values come first
     if len(examples) > 1 or (examples and index % 2):  # one offered value: every other record, so keys differ
         return examples[(index - 1) % len(examples)]
-    if (value := typed_value(field, schema, rng, index=index)) is not None:
+    if domain is not None and field_kind(field, schema, domain) is None and entity is not None:
+        tokens = set(field_tokens(field))
+        if field == "title":
+            return domain_text("title", domain, rng, noun=entity)
+        if tokens & {"description", "details", "summary", "overview", "about"}:
+            return domain_text("description", domain, rng, noun=entity)  # "Pool covering token transfers and ..."
+    if (value := typed_value(field, schema, rng, index=index, domain=domain)) is not None:
         return value
     for pattern, generate in _STRING_RULES:
         if pattern.search(field):
             return str(generate(rng, index, field))
-    return plain_value(field, rng, index=index)  # a few values shared across records (filters find two)
+    if examples:
+        return examples[0]  # the one value the schema offers, shared, rather than a word it never uses
+    if domain is not None and re.search(r"(^|_)(type|kind)$", field):
+        return domain.word(index // 2 + stable_index(field), avoid=field_tokens(field))  # "aggregation", not "premium"
+    return plain_value(field, rng, index=index, domain=domain)  # a few values shared across records (filters find two)
+
+
+_DOCUMENT_FIELDS = ("name", "category", "description", "created_at")
 
 
 def sample_value(
-    field: str, schema: dict[str, Any], rng: random.Random, index: int = 1, entity: str | None = None
-) -> Any:
+    field: str, schema: dict[str, Any], rng: random.Random, index: int = 1, entity: str | None = None,
+    domain: Domain | None = None,
+) -> Any:  # fmt: skip
     """A plausible value for `field` that is valid against its (normalized) JSON schema.
 
     Args:
@@ -200,6 +211,8 @@ def sample_value(
         rng: the random generator (the caller's seed).
         index: record number, used to make values distinct.
         entity: singular noun of the record's collection (a warehouse's name is a warehouse name).
+        domain: the environment's domain (`envgen.domain.domain_of`): free text, names and domain formats
+            (0x addresses, chain ids, SQL) come from it.
 
     Returns:
         A JSON value.
@@ -215,7 +228,7 @@ def sample_value(
         low, high = _bounded(lo, hi, schema)
         return rng.randint(int(low), int(max(low, high)))
     if kind == "number" and not any(p.search(name) for p, _ in _NUMBER_RULES) and _WHOLE.search(name):
-        whole = sample_value(field, {**schema, "type": "integer"}, rng, index, entity)  # an index is not 27.51
+        whole = sample_value(field, {**schema, "type": "integer"}, rng, index, entity, domain)  # not 27.51
         if schema.get("minimum", whole) <= whole <= schema.get("maximum", whole):
             return whole
     if kind == "number":
@@ -224,11 +237,14 @@ def sample_value(
         return round(min(high, max(low, rng.uniform(low, high))), 2)
     if kind == "array":
         item = schema.get("items") or {"type": "string"}
-        return [sample_value(singular_of(field), item, rng, index * 10 + k) for k in range(1, rng.randint(1, 2) + 1)]
+        count = rng.randint(max(1, int(schema.get("minItems", 1))), max(1, min(2, int(schema.get("maxItems", 2)))))
+        return [sample_value(singular_of(field), item, rng, index * 10 + k, None, domain) for k in range(1, count + 1)]
     if kind == "object":
         props = schema.get("properties") or {}
-        return {key: sample_value(key, sub, rng, index) for key, sub in props.items()}
-    return _string(name, schema, rng, index, entity)
+        if not props and schema.get("additionalProperties") is not False:  # a free-form document is not {}
+            props = {key: {"type": "string"} for key in _DOCUMENT_FIELDS}
+        return {key: sample_value(key, sub, rng, index, singular_of(field), domain) for key, sub in props.items()}
+    return _string(name, schema, rng, index, entity, domain)
 
 
 def singular_of(field: str) -> str:
@@ -240,7 +256,7 @@ def format_id(entity: EntitySpec, number: int) -> str | int:
     return number if entity.id_type == "integer" else f"{entity.id_prefix}-{number:03d}"
 
 
-def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str | int]:
+def _natural_ids(entity: EntitySpec, rng: random.Random, count: int, domain: Domain | None = None) -> list[str | int]:
     if entity.name == EXCHANGE_RATES:
         return list(CURRENCIES)[: max(count, 4)]
     if entity.name == BALANCES:
@@ -250,7 +266,7 @@ def _natural_ids(entity: EntitySpec, rng: random.Random, count: int) -> list[str
         return list(dict.fromkeys(schema["enum"]))[: max(count, 2)]
     ids: list[str | int] = []
     for index in range(1, count * 4 + 1):
-        value = sample_value(entity.id_field, schema, rng, index, entity.singular)
+        value = sample_value(entity.id_field, schema, rng, index, entity.singular, domain)
         if value not in ids:
             ids.append(value)
         if len(ids) == count:
@@ -267,7 +283,17 @@ def _shared_pool(entity: EntitySpec, pools: dict[tuple[str, str], list[str | int
     return pool if all(_fits(value, schema) for value in pool) else None
 
 
-def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, list[str | int]]:
+def _well_known_ids(entity: EntitySpec, rng: random.Random, count: int, domain: Domain | None) -> list[str] | None:
+    """Ids a real user would give for a synthetic-keyed collection whose key has well-known values (chain id "1",
+    "137", ...): then those, so a plausible call finds its record; None otherwise."""
+    if domain is None or entity.id_type != "string" or field_kind(entity.id_field, {}, domain) != "chain_id":
+        return None
+    return [str(typed_value(entity.id_field, {}, rng, index=n, domain=domain)) for n in range(1, count + 1)]
+
+
+def _ids(
+    plan: EnvPlan, rng: random.Random, low: int, high: int, domain: Domain | None = None
+) -> dict[str, list[str | int]]:
     """Record ids per collection. Collections keyed by the same natural key (`project_path`, `city`) share one
     pool of keys, so a value one tool returns names a record of the next (`scan_project` then
     `get_progress(project_path)`): that is what makes data flow between calls in the golden traces."""
@@ -280,45 +306,50 @@ def _ids(plan: EnvPlan, rng: random.Random, low: int, high: int) -> dict[str, li
             ids[entity.name] = [v if entity.id_type == "integer" else str(v) for v in source]
         elif entity.natural_key:
             shared = _shared_pool(entity, pools)
-            ids[entity.name] = list(shared) if shared is not None else _natural_ids(entity, rng, count)
+            ids[entity.name] = list(shared) if shared is not None else _natural_ids(entity, rng, count, domain)
             pools.setdefault((entity.id_field, entity.id_type), ids[entity.name])
         else:
-            ids[entity.name] = [format_id(entity, n) for n in range(1, count + 1)]
+            known = _well_known_ids(entity, rng, count, domain)
+            ids[entity.name] = list(known) if known else [format_id(entity, n) for n in range(1, count + 1)]
     return ids
 
 
-def _field_value(entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int) -> Any:
+def _field_value(
+    entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int, domain: Domain | None
+) -> Any:
     if entity.name == EXCHANGE_RATES:
         return None
     if field == "status" and schema.get("enum"):
         return schema["enum"][(index - 1) % len(schema["enum"])]  # every state is represented
     if field in ("balance",) and schema.get("type") in ("number", "integer"):
         return round(rng.uniform(200, 5000), 2)
-    return sample_value(field, schema, rng, index, entity.singular)
+    return sample_value(field, schema, rng, index, entity.singular, domain)
 
 
 _DISTINCT_TOKENS = FREE_TEXT_TOKENS | {"title", "name", "filename", "path", "file", "subject", "headline"}
 
 
 def _distinct_value(
-    entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int, collection: dict[str, Any]
-) -> Any:
+    entity: EntitySpec, field: str, schema: dict[str, Any], rng: random.Random, index: int, collection: dict[str, Any],
+    domain: Domain | None = None,
+) -> Any:  # fmt: skip
     """A field value, re-drawn (up to 3 times) when another record of the collection already has it: distinct
     attributes let a task single out one record of a list ("the file named notes.txt")."""
-    value = _field_value(entity, field, schema, rng, index)
+    value = _field_value(entity, field, schema, rng, index, domain)
     if not set(field_tokens(field)) & _DISTINCT_TOKENS:
         return value  # a short attribute (category, network) is shared on purpose: filters find several records
     taken = {repr(r.get(field)) for r in collection.values()}
     for _ in range(3):
         if repr(value) not in taken or not isinstance(value, str):
             break
-        value = _field_value(entity, field, schema, rng, index)
+        value = _field_value(entity, field, schema, rng, index, domain)
     return value
 
 
 def _records(
-    entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random, shared: dict[str, list[Any]]
-) -> dict[str, Any]:
+    entity: EntitySpec, ids: dict[str, list[str | int]], rng: random.Random, shared: dict[str, list[Any]],
+    domain: Domain | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Records of one collection; a field named like a lookup's natural key (`city`) takes one of its keys."""
     collection: dict[str, Any] = {}
     for index, record_id in enumerate(ids[entity.name], start=1):
@@ -330,10 +361,12 @@ def _records(
         for field, schema in entity.fields.items():
             target = entity.refs.get(field)
             keys = [k for k in shared.get(field, []) if _fits(k, schema)]
+            if field in ("name", "title", "label") and _ENTITY_NAMES.get(entity.singular.split("_")[-1]):
+                keys = []  # a chain is named like a chain, not after another collection's keys
             if target is None and keys:
                 record[field] = rng.choice(keys)
             elif target is None:
-                record[field] = _distinct_value(entity, field, schema, rng, index, collection)
+                record[field] = _distinct_value(entity, field, schema, rng, index, collection, domain)
             else:  # a string-typed key to an integer-keyed collection holds the key's text
                 value = rng.choice(ids[target])
                 record[field] = str(value) if schema.get("type") == "string" else value
@@ -348,12 +381,14 @@ def _fits(value: Any, schema: dict[str, Any]) -> bool:
     return (kind == "string" and isinstance(value, str)) or (kind == "integer" and type(value) is int)
 
 
-def _offline(plan: EnvPlan, seed: int, records_per_entity: tuple[int, int]) -> dict[str, Any]:
+def _offline(
+    plan: EnvPlan, seed: int, records_per_entity: tuple[int, int], domain: Domain | None = None
+) -> dict[str, Any]:
     rng = random.Random(seed)
-    ids = _ids(plan, rng, *records_per_entity)
+    ids = _ids(plan, rng, *records_per_entity, domain)
     shared = {e.id_field: ids[e.name] for e in plan.entities if e.natural_key and e.name != EXCHANGE_RATES}
     db: dict[str, Any] = {
-        entity.name: _records(entity, ids, rng, {k: v for k, v in shared.items() if k != entity.id_field})
+        entity.name: _records(entity, ids, rng, {k: v for k, v in shared.items() if k != entity.id_field}, domain)
         for entity in plan.entities
     }
     db[ACTION_LOG] = {}
@@ -408,7 +443,8 @@ def _collections_brief(plan: EnvPlan) -> list[dict[str, Any]]:
 
 def _offline_reply(inputs: dict[str, Any]) -> dict[str, Any]:
     plan = EnvPlan.model_validate_json(inputs["plan"]) if isinstance(inputs["plan"], str) else inputs["plan"]
-    db = _offline(plan, int(inputs["seed"]), (int(inputs["records_min"]), int(inputs["records_max"])))
+    domain = Domain.model_validate_json(inputs["domain"]) if inputs.get("domain") else None
+    db = _offline(plan, int(inputs["seed"]), (int(inputs["records_min"]), int(inputs["records_max"])), domain)
     db.pop(ACTION_LOG)
     return {"collections": db}
 
@@ -426,6 +462,7 @@ def _llm(
     refactored: RefactoredToolset, plan: EnvPlan, seed: int, span: tuple[int, int], client: LLMClient
 ) -> dict[str, Any]:
     inputs = {
+        "domain": _domain(refactored).model_dump_json(),
         "tools": json.dumps([t.openai_tool() for t in refactored.tools], ensure_ascii=False),
         "collections": json.dumps(_collections_brief(plan), ensure_ascii=False),
         "plan": plan.model_dump_json(),
@@ -459,7 +496,8 @@ def synthesize_database(
         seed: seed of every random choice; the same seed gives the same DB.
         records_per_entity: inclusive range of records per collection.
         client: when given with the openai backend, the LLM writes the records (validated with
-            `check_database`); otherwise the deterministic generator does.
+            `check_database`); otherwise the deterministic generator does, with values of the toolset's own
+            domain (`envgen.domain.domain_of`: name, overview, tool descriptions).
 
     Returns:
         `{collection: {str(id): record}, "action_log": {}}`.
@@ -470,4 +508,8 @@ def synthesize_database(
     plan = plan_environment(refactored.tools, refactored.log_only)
     if client is not None and client.settings.backend != "offline":
         return _llm(refactored, plan, seed, records_per_entity, client)
-    return _offline(plan, seed, records_per_entity)
+    return _offline(plan, seed, records_per_entity, _domain(refactored))
+
+
+def _domain(refactored: RefactoredToolset) -> Domain:
+    return domain_of(refactored.name, refactored.description, refactored.tools)

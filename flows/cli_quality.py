@@ -47,7 +47,7 @@ def quality(
         if score is not None:
             mutation[env_dir.name] = score
     outcome = assess(records, schemas, cfg, drop=False, mutation_scores=mutation)
-    report = outcome.quality
+    report = _with_world(outcome.quality, out, records)
     if cfg.enabled and cfg.reward_probes:
         from trainer.rewards.probes import margin_summary, probe_records
 
@@ -67,6 +67,16 @@ def quality(
     _print_probes(report.probes)
     if strict and not all(row["met"] for row in report.targets):
         raise typer.Exit(1)
+
+
+def _with_world(report, out: Path, records):  # noqa: ANN001, ANN202 (QualityReport, TaskRecords)
+    """The report plus `envgen.valuestats` (does the world fit its domain?) in its dataset metrics and targets."""
+    from envgen.valuestats import WORLD_TARGETS, world_metrics
+    from tdg.quality import target_rows
+
+    world = world_metrics(out, records)
+    dataset = {**report.dataset, **world}
+    return report.model_copy(update={"dataset": dataset, "targets": report.targets + target_rows(world, WORLD_TARGETS)})
 
 
 def _print(dataset: dict, targets: list[dict], embedder: str, path: Path) -> None:

@@ -44,6 +44,7 @@ from data.models import (
     TraceCall,
     TraceStage,
 )
+from envgen.domain import Domain
 from envgen.entities import EnvPlan, plan_environment
 from gustforge.errors import ReconstructionError, SandboxError
 from gustforge.hashing import canonical_json, short_hash
@@ -72,7 +73,7 @@ from tdg.quality import (
     list_pick,
     terminal_ids,
 )
-from tdg.values import new_value, realistic_number, realistic_value, search_term
+from tdg.values import new_value, realistic_number, realistic_value, search_term, tool_domain
 
 __all__ = [
     "STAGE",
@@ -387,7 +388,7 @@ def _fresh_id(existing: list[Any], rng: random.Random) -> Any:
     return f"{prefix}{n:03d}"
 
 
-def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
+def _default(param: str, schema: Mapping[str, Any], rng: random.Random, domain: Domain | None = None) -> Any:
     if schema.get("enum"):
         return rng.choice(list(schema["enum"]))
     kind = schema.get("type")
@@ -397,12 +398,16 @@ def _default(param: str, schema: Mapping[str, Any], rng: random.Random) -> Any:
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "array":
-        item = _default(param, schema.get("items") or {"type": "string"}, rng)
+        item = _default(param, schema.get("items") or {"type": "string"}, rng, domain)
         return [item] * max(1, int(schema.get("minItems", 1)))
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
-        return {k: _default(k, props.get(k) or {}, rng) for k in schema.get("required") or () if k in props}
-    return realistic_value(param, schema, rng)
+        if not props:  # a free-form document (insert_many's documents) is not {}
+            from envgen.database import sample_value
+
+            return sample_value(param, {**schema, "type": "object"}, rng, domain=domain)
+        return {k: _default(k, props.get(k) or {}, rng, domain) for k in schema.get("required") or () if k in props}
+    return realistic_value(param, schema, rng, domain)
 
 
 def _from_context(
@@ -433,7 +438,7 @@ def _from_context(
         term = search_term(param, schema, db, entity, rng)
         if term is not None and _valid(schema, term):
             return term
-    value = _default(param, schema, rng)
+    value = _default(param, schema, rng, tool_domain(tool))
     return value if _valid(schema, value) else _MISSING
 
 
@@ -476,7 +481,7 @@ def _instantiate(
                 db,
                 rng,
                 avoid=_TERMINAL_STATUSES,
-                default=lambda p=param, sc=schema: _default(p, sc, rng),
+                default=lambda p=param, sc=schema: _default(p, sc, rng, tool_domain(tool)),
             )
             if value is None or not _valid(schema, value):
                 raise SkeletonFailed(f"unfillable_arg:{tool.name}", f"no new valid value for {param}")

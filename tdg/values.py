@@ -13,32 +13,34 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from envgen.fakes import field_tokens, plain_value, typed_value
+from envgen.domain import Domain, domain_of
+from envgen.fakes import field_tokens, plain_value, schema_examples, typed_value
 
-__all__ = ["realistic_number", "realistic_value", "new_value", "search_term", "field_values"]
+__all__ = ["realistic_number", "realistic_value", "new_value", "search_term", "field_values", "tool_domain"]
 
 _QUERY_TOKENS = frozenset({"query", "keyword", "keywords", "search", "term", "topic", "q", "prompt", "text", "phrase"})
 _NAME_KEYS = ("name", "title", "label", "headline", "subject")
-_EXAMPLE = re.compile(r"\be\.g\.,?\s*[\"'`]?([^\"'`,;)]+?)[\"'`]?(?:[,;)]|\.\s|\.?$)", re.IGNORECASE)
 
 
 def _tokens(name: str) -> list[str]:
     return field_tokens(name)
 
 
-def realistic_value(param: str, schema: Mapping[str, Any], rng: random.Random) -> str:
-    """A realistic string for `param`: the schema's default/examples, an "e.g. X" of its description, else a typed
-    value from its format or name (`envgen.fakes.typed_value`); a plain English word when nothing fits."""
-    for key in ("default", "example"):
-        if isinstance(schema.get(key), str) and schema[key].strip():
-            return str(schema[key])
-    examples = schema.get("examples")
-    if isinstance(examples, list) and examples and isinstance(examples[0], str):
-        return str(rng.choice(examples))
-    match = _EXAMPLE.search(str(schema.get("description", "")))
-    if match and 0 < len(match.group(1).strip()) <= 60:
-        return match.group(1).strip()
-    return typed_value(param, schema, rng) or plain_value(param, rng)
+def tool_domain(tool: Any) -> Domain:
+    """The domain of one tool (its name, description and parameter descriptions): what its free values are about
+    when the reconstruction knows only the tool being called."""
+    return domain_of("", "", (tool,))
+
+
+def realistic_value(param: str, schema: Mapping[str, Any], rng: random.Random, domain: Domain | None = None) -> str:
+    """A realistic string for `param`: one the schema itself offers (`envgen.fakes.schema_examples`: default,
+    examples, the "e.g." list of its description), else a typed value from its format, name and `domain`
+    (`envgen.fakes.typed_value`); one of the domain's own words when nothing fits."""
+    offered = schema_examples(schema)
+    if offered:
+        default = schema.get("default")
+        return str(default) if isinstance(default, str) and default in offered else rng.choice(offered)
+    return typed_value(param, schema, rng, domain=domain) or plain_value(param, rng, domain=domain)
 
 
 def realistic_number(param: str, schema: Mapping[str, Any], rng: random.Random) -> int | float:

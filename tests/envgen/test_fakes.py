@@ -42,3 +42,18 @@ def test_more_fields_of_a_known_kind():
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", typed_value("slug", {}, rng))
     assert typed_value("project_root", {}, rng).startswith("/")
     assert typed_value("decision", {}, rng).endswith(".") and " " in typed_value("use_case", {}, rng)
+
+
+def test_first_use_from_many_threads_at_once_never_deadlocks_on_faker_imports():
+    """A corpus build lost two environments to `_DeadlockError` / a half-imported `faker` when threads imported
+    Faker's modules at once; the first imports are serialized."""
+    import subprocess
+    import sys
+
+    code = ("import random, threading\nfrom envgen.fakes import entity_name, typed_value\nfrom envgen.domain import "
+            "domain_of\nd = domain_of('Shop', 'Orders of a shop.')\nerrors = []\n"
+            "def run(i):\n    try:\n        entity_name(d, 'pool', i); typed_value('cnpj', {}, random.Random(i))\n"
+            "        typed_value('email', {}, random.Random(i))\n    except Exception as exc:\n        errors.append(exc)\n"
+            "ts = [threading.Thread(target=run, args=(i,)) for i in range(16)]\n[t.start() for t in ts]\n"
+            "[t.join() for t in ts]\nassert not errors, errors\n")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

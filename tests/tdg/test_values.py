@@ -93,3 +93,29 @@ def test_a_letters_only_typed_filter_never_takes_a_word_of_another_field():
     assert search_term("language", {"type": "string"}, db, "verse", random.Random(0)) is None
     db["verses"]["V1"]["language"] = "ar"
     assert search_term("language", {"type": "string"}, db, "verse", random.Random(0)) == "ar"
+
+
+def test_values_nothing_else_describes_come_from_the_tools_domain():
+    from envgen.domain import domain_of
+    from envgen.valuestats import is_person_name
+    from tdg.values import tool_domain
+
+    tool = {"name": "get_token_transfers", "description": "Get ERC-20 token transfers of a wallet address on an EVM "
+            "chain, with the contract and block number.", "parameters": {"type": "object", "properties": {}}}
+    domain = tool_domain(tool)
+    assert {"evm", "crypto"} <= domain.kinds
+    for seed in range(5):
+        rng = random.Random(seed)
+        assert re.fullmatch(r"0x[0-9a-f]{40}", realistic_value("address", {"type": "string"}, rng, domain))
+        note = realistic_value("notes", {"type": "string"}, rng, domain)
+        assert set(re.findall(r"[a-z]+", note.lower())) & {"token", "transfers", "contract", "block", "chain", "wallet", "address"}, note
+        assert not is_person_name(realistic_value("name", {"type": "string"}, rng, domain))
+        assert realistic_value("operation", {"type": "string"}, rng, domain) in domain.words  # not "himself"
+    assert domain_of("", "", (tool,)) == domain
+
+
+def test_every_value_a_schema_offers_counts_the_same_way_as_in_the_db():
+    schema = {"type": "string", "description": "Mode to switch to (architect, ask, code, debug)"}
+    assert {realistic_value("mode", schema, random.Random(s)) for s in range(20)} == {"architect", "ask", "code",
+                                                                                      "debug"}  # fmt: skip
+    assert realistic_value("x", {"type": "string", "default": "EUR", "examples": ["USD"]}, random.Random(0)) == "EUR"
