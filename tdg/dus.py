@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import networkx as nx
 from pydantic import Field
@@ -229,6 +229,7 @@ def sample_goal_skeleton(
     weights: Mapping[str, float] | None = None,
     env_id: str | None = None,
     graph_index: int | None = None,
+    uncovered: Collection[str] | None = None,
 ) -> Skeleton:
     """Goal-first DUS: draw the goal, then exactly the providers it needs (issue 20).
 
@@ -240,6 +241,12 @@ def sample_goal_skeleton(
     write. Every tool of the skeleton is a goal or provides a value to a later tool; stages are the levels of the
     provider chains, so independent tools share a stage. A graph without edges yields one-tool skeletons (a tool
     without edges in a graph with edges is never drawn: it serves no goal next to others).
+
+    `uncovered` (the tools no earlier skeleton of the environment used; `sample_skeletons_for_coverage`) keeps
+    DUS's coverage role: goals are drawn among the uncovered tools with requirements first (a goal and the
+    providers it needs covers them all), and the free slots of the plan (up to `max_parallel` goals) take
+    uncovered tools without requirements that nothing planned needs as further requested goals at the first level
+    ("tell me X and also Y": independent requested calls, not filler), so tools without edges are covered too.
 
     Raises:
         TDGCycleError: `dag` has a cycle.
@@ -258,9 +265,12 @@ def sample_goal_skeleton(
     goal_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in stateful else 1.0) for n in dag.nodes}
     provider_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in writes else 1.0) for n in dag.nodes}
     candidates = sorted(n for n in dag.nodes if groups[n]) or sorted(dag.nodes)
+    order = _weighted_sample(candidates, len(candidates), goal_weight, rng)
+    if uncovered is not None:  # uncovered goals first (stable: the weighted order within each part)
+        order = [n for n in order if n in uncovered] + [n for n in order if n not in uncovered]
     plan: dict[str, int] = {}
     goals: list[str] = []
-    for goal in _weighted_sample(candidates, len(candidates), goal_weight, rng):
+    for goal in order:
         trial: dict[str, int] = {goal: -1}
         if _providers_for(dag, goal, groups, trial, max_stages, terminal, provider_weight, rng):
             plan, goals = trial, [goal]
@@ -271,6 +281,12 @@ def sample_goal_skeleton(
         for tool in _weighted_sample(extra, len(extra), goal_weight, rng)[: max_parallel - 1]:
             if tool in writes or (not writes & set(plan) and rng.random() < 0.5):  # a write always joins; a read
                 # only a read-only task (facts to report), not a state change's task
+                plan[tool] = -1
+        if uncovered is not None:
+            joined = sum(1 for n in plan if not set(dag.successors(n)) & set(plan))  # goals of the plan so far
+            free = [n for n in sorted(uncovered) if n in dag.nodes and n not in plan and not groups[n]
+                    and n not in terminal and not set(dag.successors(n)) & set(plan)]  # fmt: skip
+            for tool in _weighted_sample(free, len(free), goal_weight, rng)[: max(0, max_parallel - joined)]:
                 plan[tool] = -1
     levels = _levels(set(plan), groups, dag) if plan else {}
     depth = 1 + max(levels.values(), default=-1)
@@ -351,7 +367,8 @@ def sample_skeletons_for_coverage(
         common = {"max_parallel": max_parallel, "max_stages": max_stages, "seed": rng.randrange(2**31),
                   "weights": coverage_weights(dag, covered), "env_id": env_id,
                   "graph_index": int(dag.graph.get("graph_index", index))}  # fmt: skip
-        skeleton = (sample_goal_skeleton(dag, **common) if goal_first
+        uncovered = {n for n in dag.nodes if n not in covered}
+        skeleton = (sample_goal_skeleton(dag, uncovered=uncovered, **common) if goal_first
                     else sample_skeleton(dag, linked=linked, **common))  # fmt: skip
         key = (skeleton.graph_index, skeleton.stages)
         new_tools = skeleton_tools(skeleton) - covered

@@ -854,7 +854,8 @@ def goal_calls(
     Each dependency argument is first re-pointed past calls that only echo it and to the earliest call that
     returned it (`_resource`: a read repeating a value is then no provider). Calls linked by a real dependency
     are kept (a trace without any keeps the calls of its last stage, `last` being the number of them, default 1:
-    the goals the skeleton ends in); every other call serves no goal and is pruned. A read whose output a later
+    the goals the skeleton ends in; a trace with one also keeps every call of a `goals` tool: an independent
+    requested call next to the chain, "tell me X and also Y"); every other call serves no goal and is pruned. A read whose output a later
     call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes
     the DB (the user must ask for a state change), is ``requested``. `keep_writes` keeps every call that changed
     the DB too (a requested state change of its own). `goals` (the skeleton's goal tools; None: every tool)
@@ -872,6 +873,8 @@ def goal_calls(
     keep = {d.provider for d in deps} | {d.consumer for d in deps}
     if not deps:
         keep = set(range(max(0, len(flat) - (last or 1)), len(flat)))
+    elif goals is not None:  # the skeleton's goals next to a chain are requested too ("tell me X and also Y")
+        keep |= {i for i, c in enumerate(flat) if c.name in goals}
     if keep_writes:
         keep |= {i for i, c in enumerate(flat) if c.db_changed}
     kept = _keep_real([flat[i] for i in sorted(keep)], schemas)

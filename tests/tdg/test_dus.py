@@ -289,3 +289,27 @@ def test_goal_skeletons_prefer_writes_and_cover_an_environment() -> None:
     env = [nx.DiGraph([("a", "b"), ("b", "c"), ("a", "d")], graph_index=0), nx.DiGraph([("e", "f")], graph_index=1)]
     result = sample_skeletons_for_coverage(env, env_id="e", max_skeletons=20, seed=0)
     assert result.coverage == 1.0
+
+
+def test_coverage_sampling_makes_uncovered_tools_goals_even_without_edges() -> None:
+    """Goal-first keeps DUS's coverage role: uncovered goals first, and tools without edges join a chain as further
+    requested goals (independent, first level) instead of never being drawn."""
+    from tdg.dus import sample_goal_skeleton
+
+    dag = nx.DiGraph(env_id="e", graph_index=0)
+    _param_edge(dag, "find_user", "get_user", "user_id")
+    _param_edge(dag, "list_orders", "get_order", "order_id")
+    dag.add_nodes_from(["weather", "time", "calc"])
+    result = sample_skeletons_for_coverage([dag], env_id="e", max_skeletons=8, seed=1)
+    assert result.coverage == 1.0
+    for skeleton in result.skeletons:
+        assert len(skeleton.stages) >= 2  # a chain is always there; the free tools sit beside it
+        tools = skeleton_tools(skeleton)
+        assert len([t for t in tools if not set(dag.successors(t)) & tools]) <= 3  # at most max_parallel goals
+        assert set(skeleton.stages[-1]) & {"get_user", "get_order"}
+    # uncovered goals come first: with get_user covered, every draw aims at get_order
+    for seed in range(20):
+        skeleton = sample_goal_skeleton(dag, seed=seed, uncovered={"get_order", "list_orders"}, max_parallel=1)
+        assert skeleton.stages == (("list_orders",), ("get_order",))
+    # without `uncovered` nothing unrelated is drawn (the plain goal-first sampler)
+    assert not any({"weather", "time", "calc"} & skeleton_tools(sample_goal_skeleton(dag, seed=s)) for s in range(20))

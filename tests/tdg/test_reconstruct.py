@@ -47,8 +47,10 @@ class TestReconstructAll:
         assert result.report.balanced and result.report.inputs == len(skeletons) >= 3
         assert result.report.produced >= len(skeletons) - 1
         called = {c.name for t in result.traces for s in t.stages for c in s.calls}
-        linked = {t for dag in shop_run[1] for t in dag.nodes if dag.degree(t)}
-        assert called == linked  # a tool that shares no data with another serves no goal next to others
+        tools = {t for dag in shop_run[1] for t in dag.nodes}
+        assert called == tools  # a tool that shares no data with another is still a requested goal next to a chain
+        for trace in result.traces:  # ... and never a whole task of its own: every trace has a real dependency
+            assert any(c.dependency_args for s in trace.stages for c in s.calls)
 
     def test_replay_on_fresh_session_is_byte_identical(self, shop_run) -> None:
         env, _, _, result = shop_run
@@ -425,9 +427,10 @@ class TestGoalFirst:
                 assert any(d.provider == index and d.consumer == consumer and d.arg == arg for d in deps)
                 assert calls[consumer].dependency_args[arg].startswith(call.name + ".")
                 providers += 1
-            if len(calls) > 1:  # no call serves nothing: each is linked to another by a real dependency
+            if len(calls) > 1:  # no call serves nothing: each is linked by a real dependency or a requested goal
                 linked = {d.provider for d in deps} | {d.consumer for d in deps}
-                assert linked == set(range(len(calls)))
+                assert all(calls[i].purpose == "requested" for i in set(range(len(calls))) - linked)
+                assert linked  # independent requested calls join a chain, never make a task of their own
             # every dependency argument left is a real one
             assert len(deps) == sum(len(c.dependency_args) for c in calls)
         assert providers >= 2
