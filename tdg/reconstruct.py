@@ -856,9 +856,10 @@ def goal_calls(
     are kept (a trace without any keeps the calls of its last stage, `last` being the number of them, default 1:
     the goals the skeleton ends in; a trace with one also keeps every call of a `goals` tool: an independent
     requested call next to the chain, "tell me X and also Y"); every other call serves no goal and is pruned. A
-    read whose output a later call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and every call that changes
-    the DB (the user must ask for a state change), is ``requested``. `keep_writes` keeps every call that changed
-    the DB too (a requested state change of its own). `goals` (the skeleton's goal tools; None: every tool)
+    read whose output a later call needs is ``provides:<tool>.<arg>`` (its first consumer); every other call, and
+    every call that changes the DB (the user must ask for a state change), is ``requested``. `keep_writes` keeps
+    every call that changed the DB too (a requested state change of its own). `goals` (the skeleton's goal tools;
+    None: every tool)
     limits which reads may end a chain: a read drawn as a provider that provides nothing (any more) is pruned.
     """
     flat = _resource(calls)
