@@ -282,6 +282,8 @@ def sample_goal_skeleton(
             if tool in writes or (not writes & set(plan) and rng.random() < 0.5):  # a write always joins; a read
                 # only a read-only task (facts to report), not a state change's task
                 plan[tool] = -1
+                if max(_levels(set(plan), groups, dag).values()) >= max_stages:  # it would open a stage too many
+                    del plan[tool]
         if uncovered is not None:
             joined = sum(1 for n in plan if not set(dag.successors(n)) & set(plan))  # goals of the plan so far
             free = [n for n in sorted(uncovered) if n in dag.nodes and n not in plan and not groups[n]

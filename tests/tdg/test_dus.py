@@ -269,6 +269,19 @@ def test_goal_skeletons_never_draw_unrelated_tools() -> None:
         assert "list_orders" in tools and len(tools) >= 2
 
 
+def test_a_joining_goal_never_opens_a_stage_beyond_the_limit() -> None:
+    from tdg.dus import sample_goal_skeleton
+
+    # list -> create (a write) -> confirm (a write fed by it): confirm joins a create goal as a further write goal,
+    # which would be a third stage
+    dag = nx.DiGraph([("list_products", "create_order"), ("create_order", "send_confirmation")])
+    nx.set_node_attributes(dag, {"create_order": "write", "send_confirmation": "write"}, "kind")
+    stage_counts = {len(sample_goal_skeleton(dag, max_parallel=3, max_stages=limit, seed=seed).stages)
+                    for limit in (2, 3) for seed in range(20)}  # fmt: skip
+    assert max(len(sample_goal_skeleton(dag, max_parallel=3, max_stages=2, seed=s).stages) for s in range(20)) <= 2
+    assert 3 in stage_counts  # with room for it, the write goal does join
+
+
 def test_goal_skeletons_put_independent_consumers_in_one_stage() -> None:
     from tdg.dus import sample_goal_skeleton
 
