@@ -253,10 +253,12 @@ def _reveals(value: Any, hidden: Sequence[str]) -> bool:
     return any(_in_text(h, said) for h in hidden)
 
 
-def _unrevealing_criterion(element: Any, siblings: Sequence[Any], criterion: str, hidden: Sequence[str]) -> str:
+def _unrevealing_criterion(element: Any, siblings: Sequence[Any], criterion: str, hidden: Sequence[str],
+                           call: str = "") -> str:  # fmt: skip
     """`criterion` when the value it states is no discovered value; else another field of the element whose value
-    singles it out among `siblings` and reveals nothing (a short non-id field first); else `criterion` unchanged
-    (the task must stay solvable)."""
+    singles it out among `siblings` and reveals nothing (a short non-id field first; never one whose name shares
+    a word with the `call` it serves, which would leave no word of the call to tie the pick to it); else
+    `criterion` unchanged (the task must stay solvable)."""
     from tdg.quality import _id_like
 
     kind, _, spec = criterion.partition("=")
@@ -269,6 +271,8 @@ def _unrevealing_criterion(element: Any, siblings: Sequence[Any], criterion: str
         if isinstance(value, str) and not (0 < len(value.strip()) <= 40):
             continue
         if sum(isinstance(s, Mapping) and s.get(key) == value for s in siblings) != 1 or _reveals(value, hidden):
+            continue
+        if {_stem(w) for w in name_words(str(key))} & {_stem(w) for w in name_words(call)}:
             continue
         options.append((_id_like(str(key)), position, str(key)))
     return f"field={min(options)[2]}" if options else criterion
@@ -297,7 +301,7 @@ def trace_picks(trace: GoldenTrace) -> Iterator[TracePick]:
             if len(values) <= 1:
                 continue
             entity = re.split(r"[.\]]", path[: steps[-1].start()])[-1] or arg
-            criterion = _unrevealing_criterion(element, siblings, call.pick_criteria.get(arg, ""), hidden)
+            criterion = _unrevealing_criterion(element, siblings, call.pick_criteria.get(arg, ""), hidden, call.name)
             yield TracePick(call, arg, element, list(siblings), index, criterion, entity)
         outputs[call.name] = call.output
 
