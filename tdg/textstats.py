@@ -256,8 +256,8 @@ def _reveals(value: Any, hidden: Sequence[str]) -> bool:
 def _unrevealing_criterion(element: Any, siblings: Sequence[Any], criterion: str, hidden: Sequence[str],
                            call: str = "") -> str:  # fmt: skip
     """`criterion` when the value it states is no discovered value; else another field of the element whose value
-    singles it out among `siblings` and reveals nothing (a short non-id field first; never one whose name shares
-    a word with the `call` it serves, which would leave no word of the call to tie the pick to it); else
+    singles it out among `siblings` and reveals nothing (a short non-id field first, and last one whose name shares
+    a word with the `call` it serves, which may leave no word of the call to tie the pick to it); else
     `criterion` unchanged (the task must stay solvable)."""
     from tdg.quality import _id_like
 
@@ -272,10 +272,9 @@ def _unrevealing_criterion(element: Any, siblings: Sequence[Any], criterion: str
             continue
         if sum(isinstance(s, Mapping) and s.get(key) == value for s in siblings) != 1 or _reveals(value, hidden):
             continue
-        if {_stem(w) for w in name_words(str(key))} & {_stem(w) for w in name_words(call)}:
-            continue
-        options.append((_id_like(str(key)), position, str(key)))
-    return f"field={min(options)[2]}" if options else criterion
+        shared = bool({_stem(w) for w in name_words(str(key))} & {_stem(w) for w in name_words(call)})
+        options.append((shared, _id_like(str(key)), position, str(key)))
+    return f"field={min(options)[3]}" if options else criterion
 
 
 def trace_picks(trace: GoldenTrace) -> Iterator[TracePick]:
