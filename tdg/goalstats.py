@@ -20,6 +20,7 @@ information, how deep the chains are, and whether the task changes state.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -105,6 +106,22 @@ def _choice(schema: ToolSchema | None, arg: str) -> bool:
     return bool(sub.get("enum")) or kind == "boolean" or (isinstance(kind, list) and "boolean" in kind)
 
 
+def _said(value: Any, text: str, vocabulary: set[str]) -> bool:
+    """The task text states `value`. A value with no letter or digit ("." as a path) is never said by the
+    punctuation of a sentence; a one-word value that is also a word of a tool name of the trace ("docs",
+    "category", "tasks") is said only when quoted, not by the goal phrase that names the call ("browse the docs by
+    category")."""
+    from tdg.quality import _in_text, _norm
+
+    if isinstance(value, str):
+        needle = _norm(value)
+        if not any(ch.isalnum() for ch in needle):
+            return False
+        if needle.rstrip("s") in {w.rstrip("s") for w in vocabulary} and " " not in needle:
+            return f'"{needle}"' in text
+    return _in_text(value, text)
+
+
 def real_dependencies(
     calls: Sequence[TraceCall] | GoldenTrace, text: str | None = None,
     schemas: Mapping[str, ToolSchema] | None = None,
@@ -112,11 +129,11 @@ def real_dependencies(
     """The real dependencies among `calls` (in execution order); `text`, when given, is the normalized task text
     (`tdg.quality._shown_text`) whose values count as stated too; with `schemas`, enum and boolean arguments are
     never real dependencies."""
-    from tdg.quality import _in_text
 
     flat = _flat(calls)
     stated = stated_values(flat)
     names = [call.name for call in flat]
+    vocabulary = {word for name in names for word in re.split(r"[^a-z0-9]+", name.lower()) if word}
     found = []
     for index, call in enumerate(flat):
         for arg, source in sorted(call.dependency_args.items()):
@@ -124,7 +141,7 @@ def real_dependencies(
             value = call.arguments.get(arg)
             if provider is None or repr(value) in stated or _choice((schemas or {}).get(call.name), arg):
                 continue
-            if text is not None and not isinstance(value, list) and _in_text(value, text):
+            if text is not None and not isinstance(value, list) and _said(value, text, vocabulary):
                 continue
             found.append(RealDependency(provider=provider, consumer=index, arg=arg))
     return found

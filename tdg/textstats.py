@@ -221,10 +221,71 @@ class TracePick:
         return {w for w in name_words(self.call.name) if w not in _STOP and _stem(w) not in own and len(w) > 1}
 
 
+def _scalar_leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, Mapping):
+        for item in value.values():
+            yield from _scalar_leaves(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _scalar_leaves(item)
+    elif value is not None and not isinstance(value, bool):
+        yield value
+
+
+def discovered_values(trace: GoldenTrace) -> list[str]:
+    """Normalized values the agent must discover: every dependency argument's value (list items and object leaves
+    included) that no context argument states. The task text must not say them, or the dependency is not real."""
+    from tdg.quality import _norm
+
+    calls = _calls(trace)
+    stated = {_norm(str(v)) for c in calls for a in c.context_args for v in _scalar_leaves(c.arguments.get(a))}
+    found = {_norm(str(v)) for c in calls for a in c.dependency_args for v in _scalar_leaves(c.arguments.get(a))}
+    return sorted(v for v in found - stated if v)
+
+
+def _reveals(value: Any, hidden: Sequence[str]) -> bool:
+    """Stating `value` says one of the `hidden` values (whole-word, normalized)."""
+    from tdg.quality import _in_text, _norm
+
+    if value is None or isinstance(value, bool):
+        return False
+    said = _norm(str(value))
+    return any(_in_text(h, said) for h in hidden)
+
+
+def _unrevealing_criterion(element: Any, siblings: Sequence[Any], criterion: str, hidden: Sequence[str],
+                           call: str = "") -> str:  # fmt: skip
+    """`criterion` when the value it states is no discovered value; else another field of the element whose value
+    singles it out among `siblings` and reveals nothing (a short non-id field first, and last one whose name shares
+    a word with the `call` it serves, which may leave no word of the call to tie the pick to it); else
+    `criterion` unchanged (the task must stay solvable)."""
+    from tdg.quality import _id_like
+
+    kind, _, spec = criterion.partition("=")
+    if kind != "field" or not isinstance(element, Mapping) or not _reveals(element.get(spec), hidden):
+        return criterion
+    options = []
+    for position, (key, value) in enumerate(element.items()):
+        if key == spec or isinstance(value, Mapping | list | tuple) or value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, str) and not (0 < len(value.strip()) <= 40):
+            continue
+        if sum(isinstance(s, Mapping) and s.get(key) == value for s in siblings) != 1 or _reveals(value, hidden):
+            continue
+        shared = bool({_stem(w) for w in name_words(str(key))} & {_stem(w) for w in name_words(call)})
+        options.append((shared, _id_like(str(key)), position, str(key)))
+    return f"field={min(options)[3]}" if options else criterion
+
+
 def trace_picks(trace: GoldenTrace) -> Iterator[TracePick]:
-    """Every list pick that is a real choice (the siblings give different values), in call order."""
+    """Every list pick that is a real choice (the siblings give different values), in call order.
+
+    A pick's criterion is the trace's (`TraceCall.pick_criteria`) unless its value is one the agent must discover
+    (`discovered_values`: "use the coin whose name is Bitcoin" when the name is what a later call consumes); then it
+    is another field of the element that singles it out and says no such value (issue 67)."""
     from tdg.quality import list_pick, walk_path
 
+    hidden = discovered_values(trace)
     outputs: dict[str, Any] = {}
     for call in _calls(trace):
         for arg, source in sorted(call.dependency_args.items()):
@@ -239,7 +300,8 @@ def trace_picks(trace: GoldenTrace) -> Iterator[TracePick]:
             if len(values) <= 1:
                 continue
             entity = re.split(r"[.\]]", path[: steps[-1].start()])[-1] or arg
-            yield TracePick(call, arg, element, list(siblings), index, call.pick_criteria.get(arg, ""), entity)
+            criterion = _unrevealing_criterion(element, siblings, call.pick_criteria.get(arg, ""), hidden, call.name)
+            yield TracePick(call, arg, element, list(siblings), index, criterion, entity)
         outputs[call.name] = call.output
 
 

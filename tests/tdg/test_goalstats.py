@@ -98,3 +98,14 @@ def test_gust_quality_reports_the_goal_figures_against_targets() -> None:
     assert report.dataset["required_call_share"] == 1.0 and report.dataset["real_dependency_depth_median"] == 2.0
     rows = {r["metric"]: r["met"] for r in report.targets}
     assert rows["required_call_share"] and rows["real_dependency_task_share"]
+
+
+def test_punctuation_and_a_tool_name_word_do_not_state_a_value() -> None:
+    """Issue 67: repo_path "." was "in" every sentence ending with a period, and category "docs" in "browse the docs
+    by category"; a value counts as stated when the text says it (quoted, for a word of a tool name)."""
+    listing = _call("list_tasks", {}, {"tasks": [{"repo_path": ".", "category": "docs"}]})
+    browse = _call("browse_docs_by_category", {"category": "docs", "repo_path": "."},
+                   dep={"category": "list_tasks.tasks[0].category", "repo_path": "list_tasks.tasks[0].repo_path"})
+    assert len(real_dependencies([listing, browse], text="please browse the docs by category.")) == 2
+    said = real_dependencies([listing, browse], text='please browse the category "docs" in repo ".".')
+    assert [d.arg for d in said] == ["repo_path"]  # a quoted tool-name word is said; "." never is

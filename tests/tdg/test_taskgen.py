@@ -263,3 +263,32 @@ def test_goal_verbs_come_from_the_name_the_description_or_the_kind():
     assert _goal("user_profile", {"user_profile": {"description": "The profile.", "kind": "read"}}) == (
         "look up the user profile"
     )
+
+
+def test_a_pick_never_states_the_value_a_later_call_must_discover():
+    """Issue 67: "use the forecast whose city is "Austin"" when get_forecast(city="Austin") consumes that very city
+    made the dependency fake (the agent could call get_forecast straight away); the pick says another field."""
+    from data.models import TaskText
+    from tdg.goalstats import real_dependencies
+    from tdg.quality import _norm
+    from tdg.taskgen import _trace_of, offline_task
+    from tdg.verify import check_solvable
+
+    forecasts = {"status": "success", "forecasts": [{"city": "Austin", "day": 61, "region": "Texas"},
+                                                    {"city": "Seoul", "day": 62, "region": "Gyeonggi"}]}  # fmt: skip
+    stages = [{"calls": [{"name": "get_fire_risk_forecast", "arguments": {}, "output": forecasts,
+                          "purpose": "provides:get_forecast.city"}]},
+              {"calls": [{"name": "get_forecast", "arguments": {"city": "Austin"}, "purpose": "requested",
+                          "output": {"status": "success", "forecast": {"city": "Austin", "temperature": 31}},
+                          "dependency_args": {"city": "get_fire_risk_forecast.forecasts[0].city"},
+                          "pick_criteria": {"city": "field=city"}}]}]  # fmt: skip
+    kinds = {"get_fire_risk_forecast": "read", "get_forecast": "read"}
+    trace = _trace_of(_inputs(stages, kinds)["golden_trace_json"])
+    for seed in range(8):
+        out = offline_task(_inputs(stages, kinds, seed))
+        text = TaskText(user_query=out["user_query"], dialogue_history=tuple(out["dialogue_history"]),
+                        expected_answer=("31",))  # fmt: skip
+        shown = _norm(" ".join([*(t["content"] for t in out["dialogue_history"]), out["user_query"]]))
+        assert "austin" not in shown and ("61" in shown or '"texas"' in shown), shown
+        assert real_dependencies(trace, shown), shown
+        assert check_solvable(trace, text).ok, check_solvable(trace, text).missing
