@@ -120,7 +120,8 @@ class TwinResponder:
         with self._lock:
             trace = self._traces.get(str(messages[last_user]["content"]))
         turn = sum(1 for m in messages[last_user:] if m["role"] == "assistant")
-        if trace is None or turn >= len(trace["stages"]):
-            return {"content": "Done."}
+        if trace is None or turn >= len(trace["stages"]):  # report what the tools answered, as an agent would
+            seen = [str(m.get("content") or "") for m in messages[last_user:] if m["role"] == "tool"]
+            return {"content": "Done. What the tools returned: " + " ".join(seen)}
         calls = trace["stages"][turn]["calls"]
         return {"content": None, "tool_calls": [{"name": c["name"], "arguments": c["arguments"]} for c in calls]}
