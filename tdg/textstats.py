@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from data.models import GoldenTrace, TaskRecord, TaskText, TraceCall
+from tdg.quality import _in_text as _in  # one whole-word matcher for every text check
 
 __all__ = [
     "GRAMMAR_RULES",
@@ -138,19 +139,6 @@ def names_any(words: set[str] | Sequence[str], sentence: str) -> bool:
     if wanted & READ_SYNONYMS:
         wanted |= READ_SYNONYMS
     return any(_has_word(w, sentence) or _has_word(_stem(w), sentence) for w in wanted)
-
-
-def _in(value: Any, text: str) -> bool:
-    if value is None or isinstance(value, bool):
-        return False
-    if isinstance(value, float) and value.is_integer():
-        return _in(int(value), text) or _in(repr(value), text)
-    needle = _norm(str(value))
-    if not needle:
-        return False
-    left = r"(?<!\w)" if needle[0].isalnum() or needle[0] == "_" else ""
-    right = r"(?!\w)" if needle[-1].isalnum() or needle[-1] == "_" else ""
-    return re.search(left + re.escape(needle) + right, text) is not None
 
 
 def _calls(trace: GoldenTrace) -> list[TraceCall]:
