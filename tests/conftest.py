@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CORPORA = (REPO_ROOT / ".." / "shared" / "corpora").resolve()
 
