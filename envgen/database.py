@@ -11,7 +11,7 @@ import json
 import logging
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from data.models import RefactoredToolset
@@ -384,15 +384,57 @@ def _fits(value: Any, schema: dict[str, Any]) -> bool:
 def _offline(
     plan: EnvPlan, seed: int, records_per_entity: tuple[int, int], domain: Domain | None = None
 ) -> dict[str, Any]:
-    rng = random.Random(seed)
+    # the domain joins the seed: two environments built with one seed draw different values (no shared address)
+    rng = random.Random(f"{seed}:{domain.label if domain is not None else ''}")
     ids = _ids(plan, rng, *records_per_entity, domain)
     shared = {e.id_field: ids[e.name] for e in plan.entities if e.natural_key and e.name != EXCHANGE_RATES}
     db: dict[str, Any] = {
         entity.name: _records(entity, ids, rng, {k: v for k, v in shared.items() if k != entity.id_field}, domain)
         for entity in plan.entities
     }
+    _link_attributes(plan, db)
     db[ACTION_LOG] = {}
     return db
+
+
+def _owner_field(field: str, owner: EntitySpec) -> str | None:
+    """The field of `owner` that a field named after it holds (`pool_address` -> pools.pool_address or
+    pools.address, `edition_name` -> editions.name); None when `field` does not name `owner`."""
+    tokens = field_tokens(field)
+    head = field_tokens(owner.singular)
+    if len(tokens) <= len(head) or tokens[: len(head)] != head:
+        return None
+    rest = "_".join(tokens[len(head):])
+    for candidate in (field, rest):
+        if candidate in owner.fields and candidate != owner.id_field and owner.fields[candidate].get("type") in (
+            "string", "integer",
+        ):  # fmt: skip
+            return candidate
+    return None
+
+
+def _link_attributes(plan: EnvPlan, db: dict[str, Any]) -> None:
+    """Make a field that names another collection's attribute hold that attribute's values (transactions'
+    `pool_address` is the address of a stored pool, a manzil's `edition_name` the name of a stored edition), in
+    turn, so every owner value is referenced: a value one tool lists then finds its records with the next tool.
+    Foreign keys to ids (`refs`) and natural keys are linked already; this covers attributes."""
+    entities = {e.name: e for e in plan.entities if e.name not in (EXCHANGE_RATES, BALANCES)}
+    for entity in entities.values():
+        for field, schema in entity.fields.items():
+            if field in entity.refs or field == entity.id_field:
+                continue
+            owners = [(o, f) for o in entities.values() if o.name != entity.name
+                      and (f := _owner_field(field, o)) is not None]  # fmt: skip
+            if len(owners) != 1:
+                continue
+            owner, owner_field = owners[0]
+            values = [r[owner_field] for r in db.get(owner.name, {}).values()
+                      if isinstance(r, Mapping) and _fits(r.get(owner_field), schema)]  # fmt: skip
+            if not values:
+                continue
+            for index, record in enumerate(db.get(entity.name, {}).values()):
+                if isinstance(record, dict) and field in record:
+                    record[field] = values[index % len(values)]
 
 
 def check_database(plan: EnvPlan, db: dict[str, Any]) -> list[str]:

@@ -61,7 +61,8 @@ GENERIC_WORDS = frozenset(
     either because though although already still even yet instead rather whose thus hence drop execute switch track
     save append enhance navigate parse insert change select send post put patch upload download fetches provides
     retrieves seamless comprehensive powerful advanced detailed optionally securely directly automatically easily
-    quickly natural useful different particular certain unlike smart analyzing""".split()
+    quickly natural useful different particular certain unlike smart analyzing existing corresponding associated
+    related""".split()
 )
 _NOT_NOUN = re.compile(r"(?:ly|ing|ous|ive|ful|less|able|ible)$|^\w{5,}ed$")
 _NAME_NOISE = frozenset("mcp server servers api apis service tool tools toolkit smithery remote client the".split())

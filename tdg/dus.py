@@ -70,17 +70,37 @@ def is_terminal_tool(dag: nx.DiGraph, tool: str) -> bool:
     return first in _TERMINAL_VERBS
 
 
-def requirements(dag: nx.DiGraph, tool: str) -> list[frozenset[str]]:
+def echoes_input(dag: nx.DiGraph, provider: str, path: str) -> bool:
+    """The response field `path` of `provider` hands back one of its required arguments (``get_price(symbol)`` ->
+    ``price.symbol``, ``list_orders(customer_id)`` -> ``orders[].customer_id``): whoever calls the provider already
+    has the value, so an edge through it carries no information (the agent could use the stated value directly)."""
+    parameters = dag.nodes[provider].get("parameters") or {}
+    required = {str(name).casefold() for name in parameters.get("required") or ()}
+    leaf = re.split(r"[.\[\]]+", path.rstrip("]"))[-1].casefold()
+    return leaf in required
+
+
+def informative_edge_count(dag: nx.DiGraph) -> int:
+    """Edges of `dag` through which a provider hands on a value its caller did not have (`requirements`)."""
+    return sum(len(group) for node in dag.nodes for group in requirements(dag, node, informative=True))
+
+
+def requirements(dag: nx.DiGraph, tool: str, *, informative: bool = False) -> list[frozenset[str]]:
     """Groups of predecessors of `tool`; one executed member per group unlocks it.
 
     Parameter edges are grouped by the argument their evidence names (alternative providers); an edge without a
-    parsable argument is its own group.
+    parsable argument is its own group. `informative` keeps only evidence through which a value flows that the
+    provider's caller did not already have (`echoes_input`); an edge whose every mapping is an echo then provides
+    nothing.
     """
     by_param: dict[str, set[str]] = {}
     singles: list[frozenset[str]] = []
     for pred in sorted(dag.predecessors(tool)):
-        params = {ev.param for ev in parse_evidence(str(dag.edges[pred, tool].get("evidence") or ""))
-                  if ev.dst == tool and ev.src == pred}  # fmt: skip
+        evidence = [ev for ev in parse_evidence(str(dag.edges[pred, tool].get("evidence") or ""))
+                    if ev.dst == tool and ev.src == pred]  # fmt: skip
+        params = {ev.param for ev in evidence if not (informative and echoes_input(dag, pred, ev.path))}
+        if evidence and not params:
+            continue
         if not params:
             singles.append(frozenset({pred}))
         for param in params:
@@ -258,7 +278,7 @@ def sample_goal_skeleton(
         raise TDGCycleError("DUS needs a DAG; run tdg.sanitize.sanitize_to_dag first")
     rng = random.Random(seed)
     weights = weights or {}
-    groups = {node: requirements(dag, node) for node in dag.nodes}
+    groups = {node: requirements(dag, node, informative=True) for node in dag.nodes}
     terminal = {n for n in dag.nodes if is_terminal_tool(dag, n)}
     writes = {n for n in dag.nodes if str(dag.nodes[n].get("kind", "read")) != "read"}
     stateful = writes | {n for n in dag.nodes if set(dag.predecessors(n)) & writes}  # a write or fed by one
@@ -331,8 +351,9 @@ def sample_skeletons_for_coverage(
 ) -> CoverageResult:
     """Sample DUS skeletons over an environment's DAGs until its tools are covered (App. B.3).
 
-    Round-robin over `dags` that have edges (an edgeless graph only yields single-stage skeletons of unrelated
-    calls, so it is sampled only when no graph of the env has an edge); each skeleton is biased toward tools no
+    Round-robin over `dags` that have edges (informative ones, `informative_edge_count`, when `goal_first`; an
+    edgeless graph only yields single-stage skeletons of unrelated calls, so it is sampled only when no graph of
+    the env has an edge); each skeleton is biased toward tools no
     earlier skeleton used. Duplicate skeletons (same graph and stages) are skipped and count as attempts without
     progress.
 
@@ -354,7 +375,8 @@ def sample_skeletons_for_coverage(
         `CoverageResult` for `env_id`.
     """
     nodes = {n for dag in dags for n in dag.nodes}
-    indexed = [(i, dag) for i, dag in enumerate(dags) if dag.number_of_edges() > 0] or list(enumerate(dags))
+    edges = [informative_edge_count(dag) if goal_first else dag.number_of_edges() for dag in dags]
+    indexed = [(i, dag) for i, dag in enumerate(dags) if edges[i] > 0] or list(enumerate(dags))
     rng = random.Random(seed)
     skeletons: list[Skeleton] = []
     seen: set[tuple[int, tuple[tuple[str, ...], ...]]] = set()
@@ -374,7 +396,7 @@ def sample_skeletons_for_coverage(
                     else sample_skeleton(dag, linked=linked, **common))  # fmt: skip
         key = (skeleton.graph_index, skeleton.stages)
         new_tools = skeleton_tools(skeleton) - covered
-        single = len(skeleton.stages) == 1 and dag.number_of_edges() > 0
+        single = len(skeleton.stages) == 1 and edges[index] > 0
         if key in seen or not skeleton.stages or single:
             stale += 1
             continue

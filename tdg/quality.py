@@ -482,8 +482,9 @@ def _noop(call: TraceCall, kind: ToolKind) -> bool:
 
 
 def terminal_ids(call: TraceCall, kind: ToolKind, statuses: frozenset[str]) -> set[str]:
-    """Records this call put into a terminal state (a delete, or a written record whose status is terminal)."""
-    if kind is ToolKind.READ:
+    """Records this call put into a terminal state (a delete, or an updated record whose status is terminal). A
+    record created in such a state (a scheduled task created ``disabled``) was not ended: it may be enabled."""
+    if kind in (ToolKind.READ, ToolKind.CREATE):
         return set()
     if kind is ToolKind.DELETE:
         return id_values(call.arguments)
