@@ -264,9 +264,48 @@ def _insert(db, spec, kwargs, extra):
             record[name] = copy.deepcopy(kwargs[name])
     if spec.get("initial_status"):
         record["status"] = spec["initial_status"]
+    for name in spec.get("generated", []):
+        if name not in record:
+            value = _assigned(collection, name, new_id)
+            if value is not None:
+                record[name] = value
     record.update(extra)
     collection[_key(new_id)] = record
     return record, None
+
+
+def _assigned(collection, field, seed):
+    # A value the server assigns to a new record (a pid, a ref, a hash): shaped like the stored ones (digits stay
+    # digits, hex stays hex), derived from the new id; an integer is one more than the largest stored one.
+    samples = [r.get(field) for r in collection.values() if isinstance(r, dict) and r.get(field) is not None]
+    numbers = [v for v in samples if isinstance(v, int) and not isinstance(v, bool)]
+    if numbers:
+        return max(numbers) + 1
+    texts = [v for v in samples if isinstance(v, str) and any(ch.isdigit() for ch in v)]
+    if not texts:
+        return None
+    sample = texts[-1]
+    code = 7
+    for ch in f"{seed}:{field}":
+        code = (code * 131 + ord(ch)) % 2147483647
+    head = "0x" if sample.startswith("0x") else ""
+    hexish = re.fullmatch(r"[0-9a-f]+", sample[len(head):]) is not None
+    out = [head]
+    for ch in sample[len(head):]:
+        code = (code * 1103515245 + 12345) % 2147483648
+        pick = code >> 8
+        if hexish:
+            out.append("0123456789abcdef"[pick % 16])
+        elif ch.isdigit():
+            out.append(str(pick % 10))
+        elif "a" <= ch <= "z":
+            out.append(chr(97 + pick % 26))
+        elif "A" <= ch <= "Z":
+            out.append(chr(65 + pick % 26))
+        else:
+            out.append(ch)
+    value = "".join(out)
+    return None if value in samples else value
 
 
 def _create(db, spec, kwargs):
@@ -708,9 +747,29 @@ def tool_specs(refactored: RefactoredToolset, plan: EnvPlan) -> dict[str, dict[s
             "options": dict(tool_plan.options),
             "family": tool_plan.family,
             "initial_status": _initial_status(entity, tool_plan),
+            "generated": _server_assigned(entity, tool_plan),
             "by_name": _by_name(tool, tool_plan),
         }
     return specs
+
+
+_ASSIGNED_TOKENS = frozenset(
+    "id pid ref token key hash code number uuid sid handle address serial txid tx no num".split()
+)
+
+
+def _server_assigned(entity: Any, plan: ToolPlan) -> list[str]:
+    """Fields of a new record that the server assigns rather than the caller (a process id, a ref, a hash): the
+    key-like fields of the collection that no parameter of the create sets (the id, references and status have
+    their own rules). A later call needs them, and nobody could have stated them."""
+    if entity is None or plan.template not in ("create", "schedule"):
+        return []
+    taken = {*plan.field_params, *plan.ref_params, entity.id_field, "status", *entity.refs}
+    return [
+        name for name, schema in entity.fields.items()
+        if name not in taken and schema.get("type") in ("string", "integer")
+        and re.split(r"[^a-z0-9]+|(?<=[a-z])(?=[A-Z])", name)[-1].lower() in _ASSIGNED_TOKENS
+    ]  # fmt: skip
 
 
 def _by_name(tool: ToolSchema, plan: ToolPlan) -> bool:
