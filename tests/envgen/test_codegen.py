@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from data.models import RefactoredToolset, ToolKind, ToolSchema
 from envgen.codegen import _RUNTIME, generate_tools_source
 from envgen.database import synthesize_database
 from gustforge.errors import CodegenError
@@ -145,3 +146,37 @@ class TestLLMCodegen:
     def test_policy_violation_is_a_codegen_error(self) -> None:
         with pytest.raises(CodegenError, match="sandbox_violation: .*'os'"):
             self._run("import os\n")
+
+
+def _debugger() -> RefactoredToolset:
+    session = {"type": "object", "properties": {
+        "session_id": {"type": "string"}, "program": {"type": "string"}, "gdb_pid": {"type": "integer"},
+        "breakpoint_ref": {"type": "string"}}}  # fmt: skip
+    response = {"type": "object", "properties": {"status": {"type": "string"}, "session": session}}
+    tools = (
+        ToolSchema(name="start_session", raw_name="start_session", description="Start a debugging session for a program.", kind=ToolKind.CREATE,
+                   entity="sessions", parameters={"type": "object", "properties": {"program": {"type": "string"}},
+                                                  "required": ["program"]}, response=response),
+        ToolSchema(name="find_sessions", raw_name="find_sessions", description="Find debugging sessions.",
+                   kind=ToolKind.READ, entity="sessions", response=response,
+                   parameters={"type": "object", "properties": {"gdb_pid": {"type": "integer"},
+                                                                "breakpoint_ref": {"type": "string"}}}),
+    )  # fmt: skip
+    return RefactoredToolset(toolset_id="dbg", name="Debugger", tools=tools,
+                             name_map={t.name: t.name for t in tools})  # fmt: skip
+
+
+def test_a_created_record_gets_the_values_the_server_assigns(worker: SandboxWorker) -> None:
+    rt = _debugger()
+    db = synthesize_database(rt, seed=0)
+    stored = list(db["sessions"].values())
+    worker.load(generate_tools_source(rt, db), db)
+    first = worker.call("start_session", {"program": "./app"})["session"]
+    second = worker.call("start_session", {"program": "./app"})["session"]
+    pids = [r["gdb_pid"] for r in stored]
+    assert first["gdb_pid"] == max(pids) + 1 and second["gdb_pid"] == first["gdb_pid"] + 1
+    refs = {r.get("breakpoint_ref") for r in stored}
+    if any(any(ch.isdigit() for ch in str(r)) for r in refs):  # shaped like the stored refs, new, and per record
+        assert first["breakpoint_ref"] not in refs and first["breakpoint_ref"] != second["breakpoint_ref"]
+        assert len(first["breakpoint_ref"]) == len(next(iter(refs)))
+    assert first["program"] == "./app"  # what the caller gave is kept as given
