@@ -138,7 +138,8 @@ ACTION_VERBS = frozenset(
 )
 _INTENT = re.compile(
     r"\b(i'?d like|i would like|i want|i need|i'm looking|i am looking|looking for|could you|can you|would you|"
-    r"help me|i have to|i must|my plan is|let's|lets|please|hoping you can|the job|i'd love|i wish|i plan to)\b"
+    r"help me|i have to|i must|my plan is|let's|lets|please|hoping you can|the job|i'd love|i wish|i plan to|"
+    r"pull up)\b"
 )
 _QUESTION = re.compile(r"^(what|which|how|where|when|who|whose|is|are|does|do|did|can|could|will|should)\b.*\?$")
 _STRUCTURAL_KEYS = frozenset({"status", "message", "event_id", "tool", "count", "success", "ok"})
@@ -161,6 +162,7 @@ _DEFAULT_TARGETS = {
     "broken_grammar_task_share": "<=0",
     "unlinked_pick_task_share": "<=0.02",
     "answer_check_coverage": ">=1",
+    "stated_answer_task_share": "<=0",
     "required_call_share": ">=0.95",  # tdg.goalstats (issue 20)
     "real_dependency_task_share": ">=0.9",
     "real_dependency_depth_median": ">=2",

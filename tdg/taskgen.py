@@ -270,12 +270,18 @@ class AnswerFact(StrictModel):
 
 
 def _fact_candidates(call: TraceCall, kind: str) -> list[tuple[int, str, str, Any]]:
-    """(rank, path, label, value) of the output values a user would ask about; lower rank first."""
-    known = {canonical_json(v) for v in call.arguments.values()}
+    """(rank, path, label, value) of the output values a user would ask about; lower rank first.
+
+    Never one of the call's own arguments (whole value, `tdg.textstats.value_key`: 5 is 5.0) nor a value that says
+    nothing (`tdg.textstats.informative_value`: a boolean, an empty string, a placeholder).
+    """
+    from tdg.textstats import informative_value, value_key
+
+    known = {value_key(leaf) for value in call.arguments.values() for leaf in _leaves(value)}
     found: list[tuple[int, str, str, Any]] = []
 
     def add(path: str, key: str, value: Any) -> None:
-        if value is None or isinstance(value, bool | dict | list) or canonical_json(value) in known:
+        if not informative_value(value) or value_key(value) in known:
             return
         if isinstance(value, str) and not (0 < len(value) <= 60):
             return
@@ -296,10 +302,20 @@ def _fact_candidates(call: TraceCall, kind: str) -> list[tuple[int, str, str, An
                 add(f"{key}.{sub}", sub, leaf)
         elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
             plural = _humanize(key) if key.endswith("s") else f"{_humanize(key)} entries"
-            found.append((1 if kind == "read" else 4, key, f"how many {plural}", len(value)))
+            if value_key(len(value)) not in known:
+                found.append((1 if kind == "read" else 4, key, f"how many {plural}", len(value)))
         elif key not in ("count", "total"):
             add(key, key, value)
     return sorted(found, key=lambda f: (f[0], f[1]))
+
+
+def _leaves(value: Any) -> list[Any]:
+    """Scalar leaves of an argument value (list items and object values, at any depth)."""
+    if isinstance(value, Mapping):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list | tuple):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
 
 
 def _fact_text(value: Any) -> str:
@@ -310,15 +326,16 @@ def answer_facts(trace: GoldenTrace, kinds: Mapping[str, str] | None = None) -> 
     """The facts the user asks to know, read from the gold outputs: up to two values of each requested call whose
     result the user sees (a requested call no later call consumes; a write's new id), at least one per task.
 
-    Values the text already states (any stated argument, any pick criterion) are not facts; a list read's fact is its
-    length.
+    A fact is something only the tools tell: never a value the text states (a stated argument or a pick criterion,
+    compared whole and normalized: "X" is "x", 5 is 5.0), never a boolean, empty or placeholder value. A list read's
+    fact is its length. When every value of the shown calls is stated, the fact is another informative output
+    value of a requested call (`_fallback_fact`); with none, the list is empty and the text is dropped
+    (`no_answer_facts`).
     """
-    from tdg.textstats import trace_picks
+    from tdg.textstats import stated_values, value_key
 
     calls = [call for stage in trace.stages for call in stage.calls]
-    said = {_fact_text(leaf) for call in calls for value in stated_arguments(call).values()
-            for leaf in (value if isinstance(value, list) else [value])}  # fmt: skip
-    said |= {_fact_text(pick.criterion_value()) for pick in trace_picks(trace)}
+    said = stated_values(trace)
     consumed = {src.partition(".")[0] for call in calls for src in call.dependency_args.values()}
     requested = [i for i, c in enumerate(calls) if is_requested(c)]
     shown = [i for i in requested if calls[i].name not in consumed] or requested[-1:] or [len(calls) - 1]
@@ -328,25 +345,44 @@ def answer_facts(trace: GoldenTrace, kinds: Mapping[str, str] | None = None) -> 
         call = calls[index]
         taken = 0
         for _, path, label, value in _fact_candidates(call, (kinds or {}).get(call.name, "read")):
-            text = _fact_text(value)
-            if taken == _MAX_FACTS or text in seen or text in said or len(facts) == _MAX_TASK_FACTS:
+            key = value_key(value)
+            if taken == _MAX_FACTS or key in seen or key in said or len(facts) == _MAX_TASK_FACTS:
                 continue
-            facts.append(AnswerFact(call=index, tool=call.name, field=path, label=label, value=text))
-            seen.add(text)
+            facts.append(AnswerFact(call=index, tool=call.name, field=path, label=label, value=_fact_text(value)))
+            seen.add(key)
             taken += 1
-    if not facts:  # every task has some: the last requested call's first value, a confirmation message at worst
-        for index in reversed(requested or range(len(calls))):
-            for _, path, label, value in [*_fact_candidates(calls[index], "read"), *_loose_facts(calls[index])]:
-                fact = AnswerFact(call=index, tool=calls[index].name, field=path, label=label, value=_fact_text(value))
-                return [fact]
-    return facts
+    return facts or _fallback_fact(calls, requested, said, kinds or {})
+
+
+def _fallback_fact(calls: Sequence[TraceCall], requested: Sequence[int], said: set[str],
+                   kinds: Mapping[str, str]) -> list[AnswerFact]:  # fmt: skip
+    """One unstated informative output value of a requested call, the last call first: a field of a record (of the
+    record the goal is about first; a write's new id counts), else a confirmation message; empty when none has one.
+    """
+    from tdg.textstats import value_key
+
+    order = list(reversed(requested or range(len(calls))))
+    for loose in (False, True):
+        for index in order:
+            call = calls[index]
+            found = _loose_facts(call) if loose else _fact_candidates(call, kinds.get(call.name, "read"))
+            goal = {singular_noun(w) for w in _verb_object(call.name, {})[1].split()} | {_entity(call)}
+            options = [(not goal & {singular_noun(w) for w in _humanize(path.replace(".", " ")).split()},
+                        rank, path, label, value)
+                       for rank, path, label, value in found if value_key(value) not in said]  # fmt: skip
+            if options:
+                _, _, path, label, value = min(options, key=lambda o: o[:3])
+                return [AnswerFact(call=index, tool=call.name, field=path, label=label, value=_fact_text(value))]
+    return []
 
 
 def _loose_facts(call: TraceCall) -> list[tuple[int, str, str, Any]]:
     """Scalars a user may still ask for when nothing better is there (the reply's message, an event id)."""
+    from tdg.textstats import informative_value
+
     return [(9, key, "confirmation message" if key == "message" else _humanize(key), value)
             for key, value in sorted(call.output.items())
-            if key in ("message", "event_id", "result")
+            if key in ("message", "event_id", "result") and informative_value(value)
             and isinstance(value, str) and 0 < len(value) <= 80]  # fmt: skip
 
 
@@ -703,6 +739,7 @@ TEXT_REJECTIONS: dict[str, str] = {
     "value dump": "value_dump",
     "no answer facts": "no_answer_facts",
     "fact ": "answer_not_in_outputs",
+    "stated answer": "stated_answer",
 }
 """Problem prefix (tdg.textstats.text_problems) -> the reason a task text is dropped with."""
 

@@ -10,7 +10,9 @@ to the call it serves (`unlinked_picks`), and `gust quality` reports the shares 
   quotes, space before punctuation, unbalanced quotes;
 - unlinked picks: a "the X whose …" criterion whose sentence does not name the call it is for, in a task with two
   or more picks;
-- answer facts: `TaskText.expected_answer` is set and every fact is a value of a gold output.
+- answer facts: `TaskText.expected_answer` is set and every fact is a value of a gold output;
+- stated answers: an answer fact the text already says (a stated argument, a pick criterion, a quoted value or a
+  number of the text), which an agent could "answer" by echoing the request.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ __all__ = [
     "trace_picks",
     "unlinked_picks",
     "answer_problems",
+    "value_key",
+    "informative_value",
+    "stated_values",
+    "stated_answers",
     "text_problems",
     "text_stats",
 ]
@@ -337,6 +343,60 @@ def answer_problems(trace: GoldenTrace, text: TaskText) -> list[str]:
     return [f"fact {fact!r} is in no gold output" for fact in text.expected_answer if _norm(fact) not in held]
 
 
+_NUMBER_TOKEN = re.compile(r"(?<![\w.-])-?\d+(?:\.\d+)?(?!\w|-|\.\d)")
+
+
+def value_key(value: Any) -> str:
+    """How two values are compared whole: case-folded, whitespace collapsed, surrounding quotes dropped, a decimal
+    without its trailing zeros (5, 5.0 and "5.0" are all "5").
+
+    Example:
+        >>> value_key(5.0), value_key(" The  Rake "), value_key('"u1"')
+        ('5', 'the rake', 'u1')
+    """
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = _norm(text).strip("\"'")
+    if re.fullmatch(r"-?\d+\.\d+", text):
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def informative_value(value: Any) -> bool:
+    """A value worth asking for: a non-empty scalar, no boolean, no placeholder ('n/a', 'example', '<id>')."""
+    from tdg.quality import PLACEHOLDER_PATTERNS
+
+    if value is None or isinstance(value, bool | Mapping | list | tuple):
+        return False
+    key = value_key(value)
+    if key in ("", "true", "false", "[]", "{}"):
+        return False
+    return not any(re.search(p, key, re.IGNORECASE) for p in PLACEHOLDER_PATTERNS)
+
+
+def stated_values(trace: GoldenTrace) -> set[str]:
+    """`value_key`s of the values a task text states by construction: every leaf of every argument the user gives
+    (context arguments and any other argument no earlier output supplies) and every pick criterion."""
+    said = {value_key(leaf) for call in _calls(trace) for arg, value in call.arguments.items()
+            if arg in call.context_args or arg not in call.dependency_args
+            for leaf in _scalar_leaves(value)}  # fmt: skip
+    return said | {value_key(pick.criterion_value()) for pick in trace_picks(trace)}
+
+
+def stated_answers(trace: GoldenTrace, text: TaskText) -> list[str]:
+    """Answer facts the user already knows: a fact equal (whole value, `value_key`) to a value the trace states, a
+    quoted value or a number of the text, or a longer value ('ORD-7', 'Blue Line') found whole-word in the text.
+
+    A one-word fact counts only when stated as a value: a status like "open" or a type like "Bug" is also a plain
+    word of a request ("open the bug report").
+    """
+    shown = shown_text(text)
+    said = stated_values(trace) | {value_key(q) for q in _QUOTED.findall(shown)}
+    said |= {value_key(n) for n in _NUMBER_TOKEN.findall(_QUOTED.sub(" ", shown))}
+    plain = _norm(shown)
+    return [fact for fact in text.expected_answer if value_key(fact) in said
+            or (not re.fullmatch(r"[^\W\d_]+|-?\d+(?:\.\d+)?", fact.strip()) and _in(fact, plain))]  # fmt: skip
+
+
 def text_problems(trace: GoldenTrace, text: TaskText) -> list[str]:
     """Everything that keeps a task text from reading as a user's request (empty when it is fine)."""
     problems = [f"broken grammar: {p}" for t in (*(str(x.get("content", "")) for x in text.dialogue_history),
@@ -345,6 +405,7 @@ def text_problems(trace: GoldenTrace, text: TaskText) -> list[str]:
     problems += [f"value dump: {d}" for d in value_dumps(text)]
     problems += [f"unlinked pick: {p}" for p in unlinked_picks(trace, text)]
     problems += answer_problems(trace, text)
+    problems += [f"stated answer: fact {fact!r} is already in the task text" for fact in stated_answers(trace, text)]
     return problems
 
 
@@ -355,7 +416,8 @@ def _share(count: int, total: int) -> float:
 def text_stats(records: Sequence[TaskRecord]) -> dict[str, float]:
     """Corpus shares of the text checks (of tasks), for `gust quality`."""
     n = len(records)
-    counts = {"spaced_tool_name_goal": 0, "value_dump": 0, "broken_grammar": 0, "unlinked_pick": 0, "answer": 0}
+    counts = {"spaced_tool_name_goal": 0, "value_dump": 0, "broken_grammar": 0, "unlinked_pick": 0, "answer": 0,
+              "stated_answer": 0}  # fmt: skip
     for r in records:
         counts["spaced_tool_name_goal"] += bool(spaced_tool_names(r.trace, r.text))
         counts["value_dump"] += bool(value_dumps(r.text))
@@ -363,10 +425,12 @@ def text_stats(records: Sequence[TaskRecord]) -> dict[str, float]:
             str(x.get("content", "")) for x in r.text.dialogue_history)))  # fmt: skip
         counts["unlinked_pick"] += bool(unlinked_picks(r.trace, r.text))
         counts["answer"] += not answer_problems(r.trace, r.text)
+        counts["stated_answer"] += bool(stated_answers(r.trace, r.text))
     return {
         "spaced_tool_name_goal_task_share": _share(counts["spaced_tool_name_goal"], n),
         "value_dump_task_share": _share(counts["value_dump"], n),
         "broken_grammar_task_share": _share(counts["broken_grammar"], n),
         "unlinked_pick_task_share": _share(counts["unlinked_pick"], n),
         "answer_check_coverage": _share(counts["answer"], n),
+        "stated_answer_task_share": _share(counts["stated_answer"], n),
     }

@@ -256,7 +256,7 @@ class TestDataset:
         good = _pick('Order the "Rake".', {"product_id": "field=name"})
         dataset = assess([good], {"shop": SCHEMAS}, CFG).quality
         for metric in ("spaced_tool_name_goal_task_share", "value_dump_task_share", "broken_grammar_task_share",
-                       "unlinked_pick_task_share", "answer_check_coverage"):  # fmt: skip
+                       "unlinked_pick_task_share", "answer_check_coverage", "stated_answer_task_share"):  # fmt: skip
             assert metric in dataset.dataset and metric in {row["metric"] for row in dataset.targets}
         assert dataset.dataset["answer_check_coverage"] == 0.0  # the text carries no answer facts
 
@@ -355,6 +355,7 @@ class TestGoal:
             "Could you sort out my subscription?",
             "Hello, I'd like to create a collection. Let me know when it's done.",
             "I'm hoping you can insert the rows into the table.",
+            "Next, pull up the ticket. Appreciate it.",  # a read the task writer asks for (taskgen._USER_READ)
         ],
     )
     def test_a_stated_goal_is_found(self, query):

@@ -233,6 +233,86 @@ def test_answer_facts_are_what_the_user_asks_to_know():
     ]  # a read's attributes, a write's new id; never a value the user states (T1, "hello")
 
 
+class TestAnswerFactsAreNeverStated:
+    """An answer fact is something only the tools tell: a value the user states (in another case or number form)
+    would let an agent pass the answer check by echoing the request."""
+
+    def test_a_stated_value_in_another_form_gives_way_to_an_informative_field(self):
+        from tdg.taskgen import _trace_of, answer_facts
+
+        member = {"name": "Library Member", "email": "M@X.org", "quota": 5.0, "active": True, "nickname": "",
+                  "notes": "n/a", "joined": "2024-05-01"}  # fmt: skip
+        stages = [{"calls": [{"name": "register_member", "arguments": {"name": "library member", "email": "m@x.org",
+                                                                       "quota": 5},
+                              "output": {"status": "success", "member": member}}]}]  # fmt: skip
+        facts = answer_facts(_trace_of({"trace_id": "t", "stages": stages}), {"register_member": "create"})
+        assert [(f.field, f.value) for f in facts] == [("member.joined", "2024-05-01")]
+
+    def test_a_picked_record_named_by_the_user_is_asked_about_by_another_field(self):
+        """'the collection whose name is "Reports"' must not be answered by "Reports"."""
+        from tdg.taskgen import _trace_of, answer_facts
+
+        listed = {"collections": [{"collection_id": "C1", "name": "Reports"}, {"collection_id": "C2", "name": "Q3"}]}
+        stages = [{"calls": [{"name": "list_collections", "arguments": {}, "output": listed,
+                              "purpose": "provides:get_collection.collection_id"}]},
+                  {"calls": [{"name": "get_collection", "arguments": {"collection_id": "C1"}, "purpose": "requested",
+                              "output": {"api_level": "Reports", "collection": {"collection_id": "C1",
+                                         "name": "REPORTS", "size": 12}},
+                              "dependency_args": {"collection_id": "list_collections.collections[0].collection_id"},
+                              "pick_criteria": {"collection_id": "field=name"}}]}]  # fmt: skip
+        facts = answer_facts(_trace_of({"trace_id": "t", "stages": stages}), {"get_collection": "read"})
+        assert [(f.field, f.value) for f in facts] == [("collection.size", "12")]
+
+    def test_the_fallback_prefers_a_field_of_the_record_the_goal_is_about(self):
+        from tdg.taskgen import _trace_of, answer_facts
+
+        stages = [{"calls": [{"name": "get_collection", "arguments": {"collection_id": "C2"},
+                              "output": {"api_level": 3, "collection": {"collection_id": "C2", "owner": "Ann Lee"}}}]},
+                  {"calls": [{"name": "rename_collection", "arguments": {"collection_id": "C2", "name": "Q3"},
+                              "output": {"collection": {"collection_id": "C2", "name": "Q3", "archived": False}},
+                              "dependency_args": {"collection_id": "get_collection.collection.collection_id"}}]}]  # fmt: skip
+        facts = answer_facts(_trace_of({"trace_id": "t", "stages": stages}), {"rename_collection": "update"})
+        assert [(f.tool, f.field, f.value) for f in facts] == [("get_collection", "collection.owner", "Ann Lee")]
+
+    def test_a_read_of_the_record_just_created_asks_for_its_new_id_not_its_stated_name(self):
+        """The sample's add_item + get_item: every field the read returns is stated or its own input."""
+        from tdg.taskgen import _trace_of, answer_facts
+
+        item = {"item_id": "ITE-6", "name": "Stock Warehouse", "quantity": 2}
+        stages = [{"calls": [{"name": "add_item", "arguments": {"name": "Stock Warehouse", "quantity": 2},
+                              "output": {"item": item, "message": "item 'ITE-6' created", "status": "success"}}]},
+                  {"calls": [{"name": "get_item", "arguments": {"item_id": "ITE-6"},
+                              "output": {"item": item, "message": "item 'ITE-6' found", "status": "success"},
+                              "dependency_args": {"item_id": "add_item.item.item_id"}}]}]  # fmt: skip
+        facts = answer_facts(_trace_of({"trace_id": "t", "stages": stages}), {"add_item": "create", "get_item": "read"})
+        assert [(f.tool, f.field, f.value) for f in facts] == [("add_item", "item.item_id", "ITE-6")]
+
+    def test_with_no_informative_value_left_the_text_is_rejected(self):
+        from tdg.taskgen import _trace_of, answer_facts, offline_task, text_rejection
+
+        stages = [{"calls": [{"name": "update_member", "arguments": {"member_id": "M1", "name": "Ann"},
+                              "output": {"status": "success", "member": {"member_id": "m1", "name": "ANN",
+                                                                         "active": True, "notes": "N/A"}}}]}]  # fmt: skip
+        trace = _trace_of({"trace_id": "t", "stages": stages})
+        facts = answer_facts(trace, {"update_member": "update"})
+        out = offline_task({**_inputs(stages, {"update_member": "update"}), "answer_facts_json": facts})
+        text = TaskText(user_query=out["user_query"], expected_answer=tuple(f.value for f in facts))
+        assert facts == [] and text_rejection(trace, text)[0] == "no_answer_facts"
+
+    def test_a_writer_text_that_states_the_fact_is_rejected(self):
+        from tdg.taskgen import _trace_of, text_rejection
+
+        stages = [{"calls": [{"name": "get_task", "arguments": {"task_id": "T1"},
+                              "output": {"task": {"task_id": "T1", "priority": "High Priority"}}}]}]  # fmt: skip
+        trace = _trace_of({"trace_id": "t", "stages": stages})
+        told = TaskText(user_query='Check task "T1"; it should have high priority. Tell me its priority.',
+                        expected_answer=("High Priority",))  # fmt: skip
+        assert text_rejection(trace, told)[0] == "stated_answer"
+        asked = TaskText(user_query='Check the task with task id "T1" and tell me its priority.',
+                         expected_answer=("High Priority",))  # fmt: skip
+        assert text_rejection(trace, asked) is None
+
+
 def test_write_tasks_drops_a_reply_with_broken_grammar(env, credit_trace):
     reply = {"user_query": 'Can you help me with an ? Find "Ann Lee" and credit 5.', "dialogue_history": [],
              "reasoning_chain": []}  # fmt: skip

@@ -7,10 +7,12 @@ from tdg.textstats import (
     answer_problems,
     grammar_problems,
     spaced_tool_names,
+    stated_answers,
     text_problems,
     text_stats,
     unlinked_picks,
     value_dumps,
+    value_key,
 )
 
 
@@ -125,3 +127,37 @@ def test_an_answer_fact_is_never_a_value_the_text_already_says():
                                                                            db_hash_after="h"))})  # fmt: skip
     values = [f.value for f in answer_facts(trace, {"get_city": "read"})]
     assert "Lisbon" not in values and "LIS" in values
+
+
+def test_value_key_compares_whole_values_across_case_spacing_and_number_forms():
+    assert value_key(5) == value_key(5.0) == value_key("5.00") == "5"
+    assert value_key(" Library  Member ") == value_key('"library member"')
+    assert value_key("5.10") == "5.1" and value_key("A5") != value_key("5")
+
+
+class TestStatedAnswers:
+    def test_a_fact_the_text_states_is_counted_and_an_unstated_one_is_not(self):
+        from data.models import TaskRecord
+
+        trace = _two_picks()  # the cities are pick criteria, the refund id is only in an output
+        stated = TaskText(user_query='To cancel the order, use the order whose city is "Lisbon". To refund the '
+                                     'payment, use the order whose city is "Porto", and tell me the city.',
+                          expected_answer=("LISBON",))  # fmt: skip
+        unstated = stated.model_copy(update={"expected_answer": ("R9",)})
+        assert stated_answers(trace, stated) == ["LISBON"] and stated_answers(trace, unstated) == []
+        records = [TaskRecord(task_id=i, env_id="e", text=t, trace=trace, tools=(), graph_complexity=1, seed=0)
+                   for i, t in (("a", stated), ("b", unstated))]  # fmt: skip
+        assert text_stats(records)["stated_answer_task_share"] == 0.5
+
+    def test_numbers_in_another_form_and_longer_values_in_plain_words_are_stated(self):
+        trace = _two_picks()
+        text = TaskText(user_query="Refund 5 euros on order ORD-7 and tell me the amount.",
+                        expected_answer=("5.0", "ORD-7", "7"))  # fmt: skip
+        assert stated_answers(trace, text) == ["5.0", "ORD-7"]  # "7" is part of ORD-7, not a number of the text
+
+    def test_a_one_word_fact_counts_only_when_stated_as_a_value(self):
+        trace = _two_picks()
+        plain = TaskText(user_query="Open the bug report and tell me its status.", expected_answer=("open",))
+        quoted = TaskText(user_query='Find the report with status "open" and tell me its status.',
+                          expected_answer=("open",))  # fmt: skip
+        assert stated_answers(trace, plain) == [] and stated_answers(trace, quoted) == ["open"]
