@@ -15,6 +15,7 @@ __all__ = [
     "RawTool",
     "Toolset",
     "ToolSchema",
+    "PlanOverride",
     "RefactoredToolset",
     "QuarantineRecord",
     "TestCaseResult",
@@ -110,6 +111,14 @@ class ToolSchema(StrictModel):
         }
 
 
+class PlanOverride(StrictModel):
+    """A behaviour the planning model chose for one tool over the name-based draft (`envgen.planning`)."""
+
+    behaviour: str = Field(description="Chosen behaviour (a name of `envgen.entities.PLAN_CHOICES`).")
+    entity: str | None = Field(default=None, description="Collection the tool acts on (plural snake_case).")
+    reason: str = Field(description="Why the draft was overruled; becomes `ToolPlan.reason` (manifest notes).")
+
+
 class RefactoredToolset(StrictModel):
     toolset_id: str
     name: str
@@ -121,6 +130,11 @@ class RefactoredToolset(StrictModel):
     )
     log_only: tuple[str, ...] = Field(
         default=(), description="Tools the repair loop forced to the log-only fallback (their family failed)."
+    )
+    plan_overrides: dict[str, PlanOverride] = Field(
+        default_factory=dict,
+        description="tool -> behaviour the LLM planner chose over the name-based draft (empty offline); "
+        "`envgen.entities.plan_environment` applies them wherever the environment is planned.",
     )
 
 
@@ -205,6 +219,11 @@ class EnvManifest(StrictModel):
     )
     mutation_score: float | None = Field(default=None, description="Share of seeded bugs the tests kill.")
     notes: dict[str, str] = Field(default_factory=dict, description="tool -> pipeline note (not agent-facing).")
+    plan_overrides: dict[str, PlanOverride] = Field(
+        default_factory=dict,
+        description="tool -> behaviour the LLM planner chose over the name-based draft (`RefactoredToolset`); "
+        "the plan the code was generated from is the name-based one with these applied.",
+    )
     contradictions: dict[str, str] = Field(
         default_factory=dict,
         description="tool -> why its behaviour family breaks what its description/name promises (envgen.fidelity).",

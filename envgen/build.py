@@ -1,5 +1,6 @@
-"""The closed loop of ToolVerse §3.1: refactor → mock DB → code → tests → sandbox run → mutation score → repair
-(K tries) → keep or quarantine. No Prefect here: `build_environments` does the per-item work of one shard.
+"""The closed loop of ToolVerse §3.1: refactor → plan (the LLM planning role, `envgen.planning`, openai backend
+only) → mock DB → code → tests → sandbox run → mutation score → repair (K tries) → keep or quarantine. No Prefect
+here: `build_environments` does the per-item work of one shard.
 
 Gates, in order: a toolset whose share of log-only tools exceeds `max_log_only_share` is quarantined `mostly_echo`
 (before any code is written, and again after repairs); the tests must pass; the suite must kill at least
@@ -42,6 +43,7 @@ from envgen.fidelity import COMPUTED_FAMILIES, check_call, contradictions, promi
 from envgen.ingest import reason_of
 from envgen.mutation import operator_tally, score_suite
 from envgen.naming import slug
+from envgen.planning import apply_decision, plan_toolset
 from envgen.refactor import finalize_tools, refactor_toolset
 from envgen.testgen import generate_suite, valid_arguments
 from gustforge.errors import (
@@ -101,7 +103,7 @@ def _simplify_failing(refactored: RefactoredToolset, report: TestReport) -> Refa
         return refactored
     log_only = tuple(sorted(set(refactored.log_only) | failing))
     logger.info("repair %s: log-only fallback for %s", refactored.toolset_id, sorted(failing))
-    tools = finalize_tools(list(refactored.tools), log_only=log_only)
+    tools = finalize_tools(list(refactored.tools), log_only=log_only, overrides=refactored.plan_overrides)
     return refactored.model_copy(update={"tools": tools, "log_only": log_only})
 
 
@@ -246,7 +248,7 @@ def _call_fidelity(refactored: RefactoredToolset, db: dict[str, Any], worker: Sa
                    ) -> dict[str, str]:  # fmt: skip
     """The dynamic fidelity check: each tool called once in the sandbox with arguments it accepts; its DB diff
     and output are compared with what its description promises (`envgen.fidelity.check_call`)."""
-    plan = plan_environment(refactored.tools, refactored.log_only)
+    plan = plan_environment(refactored.tools, refactored.log_only, refactored.plan_overrides)
     broken = {}
     for tool, tool_plan in zip(refactored.tools, plan.tools, strict=True):
         said = promise(tool)
@@ -292,6 +294,7 @@ def _artifacts(
         log_only_tools=[name for name, family in behaviours.items() if family == "log_only"],
         mutation_score=done.report.mutation.score if done.report.mutation else None,
         notes={**plan_reasons(done.refactored), **done.refactored.notes},
+        plan_overrides=done.refactored.plan_overrides,
         contradictions={**done.broken_promises, **contradictions(schemas, behaviours)},
         family_swap=operator_tally(done.report.mutation, "family_swap") if done.report.mutation else {},
     )
@@ -301,13 +304,13 @@ def _artifacts(
 
 def plan_reasons(refactored: RefactoredToolset) -> dict[str, str]:
     """tool -> why the planner overruled its name-based draft or fell back to log-only (manifest notes)."""
-    plan = plan_environment(refactored.tools, refactored.log_only)
+    plan = plan_environment(refactored.tools, refactored.log_only, refactored.plan_overrides)
     return {tool.name: f"behaviour: {tool.reason}" for tool in plan.tools if tool.reason}
 
 
 def family_map(refactored: RefactoredToolset) -> dict[str, str]:
     """tool -> behaviour family it is implemented with (`log_only` for the fallback)."""
-    plan = plan_environment(refactored.tools, refactored.log_only)
+    plan = plan_environment(refactored.tools, refactored.log_only, refactored.plan_overrides)
     return {tool.name: tool.family for tool in plan.tools}
 
 
@@ -382,6 +385,10 @@ def build_environment(
         start = time.perf_counter()
         refactored = refactor_toolset(toolset, cfg, client=client)
         timings["refactor_s"] = time.perf_counter() - start
+        if client is not None and cfg.backend == "openai":  # the model plans behaviours; offline: name-based
+            start = time.perf_counter()
+            refactored = apply_decision(refactored, plan_toolset(refactored, client))
+            timings["plan_s"] = time.perf_counter() - start
         return _repair_loop(toolset, refactored, cfg, sandbox_pool, client, timings)
     except (RefactorError, CodegenError, LLMError, SandboxError) as exc:
         if _unavailable(exc):

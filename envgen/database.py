@@ -547,7 +547,7 @@ def synthesize_database(
     Raises:
         CodegenError: `invalid_database` / `llm_database_failed` (LLM variant only).
     """
-    plan = plan_environment(refactored.tools, refactored.log_only)
+    plan = plan_environment(refactored.tools, refactored.log_only, refactored.plan_overrides)
     if client is not None and client.settings.backend != "offline":
         return _llm(refactored, plan, seed, records_per_entity, client)
     return _offline(plan, seed, records_per_entity, _domain(refactored))

@@ -10,15 +10,25 @@ plus `ACTION_LOG` (`{"EVT-001": {"event_id", "tool", "arguments", ...}}`) where 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field
 
-from data.models import StrictModel, ToolKind, ToolSchema
-from envgen.behaviours import BALANCES, NATURAL_KEYS, classify, family_of, inferred_fields, is_flag, search_options
+from data.models import PlanOverride, StrictModel, ToolKind, ToolSchema
+from envgen.behaviours import (
+    BALANCES,
+    FAMILIES,
+    NATURAL_KEYS,
+    classify,
+    family_of,
+    inferred_fields,
+    is_flag,
+    search_options,
+)
 from envgen.fidelity import COMPUTED_FAMILIES, READ_ONLY_FAMILIES, STATE_FAMILIES, Promise, promise
-from envgen.naming import id_prefix, pluralize, singularize
+from envgen.naming import id_prefix, pluralize, singularize, snake_case
 from gustforge.registry import Registry
 
 __all__ = [
@@ -30,6 +40,11 @@ __all__ = [
     "EnvPlan",
     "infer_kind",
     "infer_entity",
+    "PLAN_CHOICES",
+    "PlanChoice",
+    "plan_choice",
+    "choice_of",
+    "collection_name",
     "plan_environment",
     "record_schema",
     "response_schema",
@@ -574,18 +589,194 @@ def _log_only(tool: ToolSchema) -> ToolPlan:
     return ToolPlan(name=tool.name, kind=ToolKind.ACTION, template="action", field_params=tuple(props))
 
 
-def plan_environment(tools: Sequence[ToolSchema], log_only: Iterable[str] = ()) -> EnvPlan:
+# --------------------------------------------------------------------------------------------- chosen plans
+# The behaviours a planner (the LLM planning role, `envgen.planning`) may choose for a tool, each built from the
+# tool's own parameters on the collection it names; a choice the parameters cannot carry builds to None.
+
+Chooser = Callable[[ToolSchema, str | None], ToolPlan | None]
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """One behaviour a planner may choose: its one-line meaning (shown to the model), the behaviour family it
+    builds (`ToolPlan.family`) and its plan builder."""
+
+    meaning: str
+    family: str
+    build: Chooser
+
+
+PLAN_CHOICES: Registry[PlanChoice] = Registry("planned behaviour")
+
+
+def _props_of(tool: ToolSchema) -> dict[str, Any]:
+    return dict(tool.parameters.get("properties", {}))
+
+
+def _read_one(tool: ToolSchema, entity: str | None) -> ToolPlan | None:
+    id_param = _id_param_for(singularize(entity), _props_of(tool)) if entity else None
+    if entity is None or id_param is None:
+        return None
+    return _crud_draft(tool, ToolKind.READ, entity, singularize(entity), id_param, _props_of(tool))
+
+
+def _read_many(tool: ToolSchema, entity: str | None) -> ToolPlan | None:
+    if entity is None:
+        return None
+    return _crud_draft(tool, ToolKind.READ, entity, singularize(entity), None, _props_of(tool))
+
+
+def _chosen_lookup(tool: ToolSchema, entity: str | None) -> ToolPlan | None:
+    return _lookup(tool, _log_only(tool), entity)
+
+
+def _write(kind: ToolKind) -> Chooser:
+    """A create/update/delete on `entity`, keyed by its id parameter (or, for a change, a natural key)."""
+
+    def build(tool: ToolSchema, entity: str | None) -> ToolPlan | None:
+        if entity is None:
+            return None
+        props = _props_of(tool)
+        id_param = _id_param_for(singularize(entity), props)
+        if id_param is None and kind is not ToolKind.CREATE:
+            key = _natural_write_key(tool)
+            if key is None:
+                return None
+            draft = _crud_draft(tool, kind, entity, singularize(entity), key, props)
+            return draft.model_copy(update={"natural_key": True})
+        return _crud_draft(tool, kind, entity, singularize(entity), id_param, props)
+
+    return build
+
+
+def _matched(matcher: str, kind: ToolKind | None) -> Chooser:
+    """A behaviour family's matcher (`envgen.behaviours.FAMILIES`) applied to a draft on `entity`: its options
+    come from the tool's parameters, so a family the parameters cannot carry builds to None."""
+
+    def build(tool: ToolSchema, entity: str | None) -> ToolPlan | None:
+        if kind is None:
+            draft = _log_only(tool).model_copy(update={"entity": entity})
+        elif entity is None:
+            return None
+        else:
+            draft = _write(kind)(tool, entity)
+            draft = draft or _crud_draft(tool, kind, entity, singularize(entity), None, _props_of(tool))
+        update = FAMILIES.get(matcher)(tool, draft)
+        return None if update is None else _settle(draft.model_copy(update=update), tool)
+
+    return build
+
+
+def _chosen_log_only(tool: ToolSchema, entity: str | None) -> ToolPlan | None:
+    return _log_only(tool)
+
+
+for _name, _family, _meaning, _build in (
+    ("read_one", "get_by_id", "return the one record of the collection named by an id parameter; changes nothing",
+     _read_one),
+    ("read_many", "search", "search/list records of the collection (filters, query, sort, limit); changes nothing",
+     _read_many),
+    ("lookup", "lookup", "return reference data keyed by a natural key (city, symbol, path, name); changes nothing",
+     _chosen_lookup),
+    ("create", "crud", "add a new record to the collection from the parameters", _write(ToolKind.CREATE)),
+    ("update", "crud", "change fields of one existing record (named by its id or a natural key)",
+     _write(ToolKind.UPDATE)),
+    ("delete", "crud", "remove one existing record (named by its id or a natural key)", _write(ToolKind.DELETE)),
+    ("status_transition", "status_transition",
+     "move one record's status from allowed states to a target (cancel, approve, close)",
+     _matched("transition", ToolKind.UPDATE)),
+    ("transfer", "transfer", "move one record to another owner/location that must exist",
+     _matched("transfer", ToolKind.UPDATE)),
+    ("payment", "payment",
+     "change a balance by an amount (deposit, withdraw, charge, pay, move money between accounts)",
+     _matched("payment", ToolKind.UPDATE)),
+    ("messaging", "messaging", "send a message/notification: appended to the outbox collection",
+     _matched("message", None)),
+    ("scheduling", "scheduling", "book a time slot of a resource; a second booking of the same slot conflicts",
+     _matched("schedule", ToolKind.CREATE)),
+    ("math", "math", "a pure arithmetic function of numeric arguments (no collection)", _matched("arithmetic", None)),
+    ("conversion", "conversion", "convert a value between units or currencies (no collection, except exchange rates)",
+     _matched("convert", None)),
+    ("text", "text", "a pure transformation or count of a text argument (no collection)", _matched("text", None)),
+    ("log_only", "log_only", "no record changes or reads fit: validate the call, log it and echo it",
+     _chosen_log_only),
+):  # fmt: skip
+    PLAN_CHOICES.add(_name, PlanChoice(meaning=_meaning, family=_family, build=_build))
+
+
+_CHOICE_OF_TEMPLATE = {
+    "transition": "status_transition", "message": "messaging", "schedule": "scheduling", "arithmetic": "math",
+    "convert": "conversion", "action": "log_only",
+}  # fmt: skip
+
+
+def choice_of(plan: ToolPlan) -> str:
+    """The `PLAN_CHOICES` name a plan was built as (`lookup`, `read_many`, `status_transition`, ...).
+
+    Example:
+        >>> choice_of(ToolPlan(name="t", kind=ToolKind.ACTION, template="action"))
+        'log_only'
+    """
+    return "lookup" if plan.lookup else _CHOICE_OF_TEMPLATE.get(plan.template, plan.template)
+
+
+def collection_name(entity: str | None) -> str | None:
+    """A planner's collection name as the planner's own collections are named (plural snake_case).
+
+    Example:
+        >>> collection_name("User Profile"), collection_name(" ")
+        ('user_profiles', None)
+    """
+    if not entity or not entity.strip():
+        return None
+    return pluralize(singularize(snake_case(entity.strip(), fallback="items")))
+
+
+def plan_choice(tool: ToolSchema, behaviour: str, entity: str | None) -> ToolPlan | None:
+    """The plan of `tool` built as the chosen `behaviour` on the chosen collection.
+
+    Args:
+        tool: a refactored tool.
+        behaviour: a name of `PLAN_CHOICES` (e.g. "update", "read_many", "status_transition").
+        entity: the collection it acts on (normalized to plural snake_case); None for computations.
+
+    Returns:
+        The tool's plan (before collections are linked), or None when its parameters cannot carry the behaviour
+        (no id parameter for a `read_one`, no amount for a `payment`...).
+
+    Raises:
+        RegistryError: `behaviour` is not a registered choice.
+    """
+    return PLAN_CHOICES.get(behaviour).build(tool, collection_name(entity))
+
+
+def _planned(tool: ToolSchema, override: PlanOverride | None) -> ToolPlan:
+    """The planner's chosen plan when it builds, else the name-based draft held to the description's promise."""
+    chosen = plan_choice(tool, override.behaviour, override.entity) if override is not None else None
+    if chosen is None or override is None:
+        return _draft(tool)
+    return chosen.model_copy(update={"reason": override.reason})
+
+
+def plan_environment(
+    tools: Sequence[ToolSchema], log_only: Iterable[str] = (), overrides: Mapping[str, PlanOverride] | None = None
+) -> EnvPlan:
     """Derive collections and per-tool execution plans from refactored tool schemas.
 
     Args:
         tools: refactored tools (names unique); kinds and entities are re-inferred from names and parameters.
         log_only: tools forced to the log-only fallback (`RefactoredToolset.log_only`, set by the repair loop).
+        overrides: tool -> behaviour a planner chose over the name-based draft (`RefactoredToolset.plan_overrides`,
+            set by `envgen.planning`); the log-only fallback still wins over them.
 
     Returns:
-        An `EnvPlan`; deterministic for the same tools.
+        An `EnvPlan`; deterministic for the same tools, log-only set and overrides.
     """
     forced = set(log_only)
-    drafts = _separate_lookups([_log_only(tool) if tool.name in forced else _draft(tool) for tool in tools])
+    chosen = overrides or {}
+    drafts = _separate_lookups(
+        [_log_only(tool) if tool.name in forced else _planned(tool, chosen.get(tool.name)) for tool in tools]
+    )
     drafts = [_safe_key(plan) for plan in drafts]
     entities = _entities(drafts, tools)
     plans = [

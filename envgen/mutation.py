@@ -197,7 +197,7 @@ def score_suite(
     Returns:
         The `MutationReport` (score None when no operator applies).
     """
-    env = plan_environment(refactored.tools, refactored.log_only)
+    env = plan_environment(refactored.tools, refactored.log_only, refactored.plan_overrides)
     schemas = {t.name: {"parameters": t.parameters, "response": t.response} for t in refactored.tools}
     planned: list[tuple[str, str, str]] = []  # (tool, operator, alias)
     bindings: list[str] = []

@@ -12,6 +12,8 @@ __all__ = [
     "DATABASE_USER",
     "CODEGEN_SYSTEM",
     "CODEGEN_USER",
+    "PLAN_SYSTEM",
+    "PLAN_USER",
 ]
 
 # ToolVerse App. F.1 "Reproduce Tool Definition" prompt; the output section is adapted to one JSON object
@@ -108,3 +110,15 @@ CODEGEN_USER = (
     "Initial database (collections keyed by id):\n{db_excerpt}\n\n"
     "Failures of the previous attempt (fix them; empty on the first attempt):\n{failures}"
 )
+
+PLAN_SYSTEM = """You plan how each tool of a mock tool environment behaves against its dictionary database \
+(collections of records keyed by id). Decide every tool from its description and parameters first and its name \
+second: a tool whose description promises a change (create, update, set, delete, send, book, pay...) must change \
+state, and a tool that only returns what exists (get, list, search, show) must change nothing, whatever its name \
+suggests. For every tool choose "behaviour", one of the listed behaviours, and "collection", the plural \
+snake_case noun of the records it reads or changes (null for a pure computation), and say in "why" what in the \
+description decided it. Each tool carries a "name_based_guess": a guess made from the tool's name and parameter \
+names only, which may be wrong. It is a hint, not a fact: keep it when the description agrees and overrule it when \
+the description says otherwise. Plan every tool exactly once, under its exact name."""
+
+PLAN_USER = "Behaviours (name: meaning):\n{behaviours}\n\nTools:\n{tools}"

@@ -13,13 +13,13 @@ import builtins
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jsonschema.exceptions import SchemaError as JSONSchemaError
 from jsonschema.validators import validator_for
 
-from data.models import RawTool, RefactoredToolset, ToolKind, ToolSchema, Toolset
+from data.models import PlanOverride, RawTool, RefactoredToolset, ToolKind, ToolSchema, Toolset
 from envgen import prompts
 from envgen.config import EnvGenConfig
 from envgen.entities import infer_entity, infer_kind, plan_environment, response_schema
@@ -229,19 +229,21 @@ def _draft_tool(raw: RawTool, name: str, cfg: EnvGenConfig, notes: dict[str, str
 
 
 def finalize_tools(
-    tools: list[ToolSchema], *, keep_responses: bool = False, log_only: tuple[str, ...] = ()
-) -> tuple[ToolSchema, ...]:
+    tools: list[ToolSchema], *, keep_responses: bool = False, log_only: tuple[str, ...] = (),
+    overrides: Mapping[str, PlanOverride] | None = None,
+) -> tuple[ToolSchema, ...]:  # fmt: skip
     """Settle kinds/entities against the environment plan and attach response schemas.
 
     Args:
         tools: drafted tools with names, parameters, kinds and entities.
         keep_responses: keep each tool's own response schema (LLM backend), only forcing status/message in.
         log_only: tools forced to the log-only fallback (see `plan_environment`).
+        overrides: behaviours the LLM planner chose over the name-based drafts (see `plan_environment`).
 
     Returns:
         The tools with final `kind`, `entity` and `response`.
     """
-    plan = plan_environment(tools, log_only)
+    plan = plan_environment(tools, log_only, overrides)
     out = []
     for tool, tool_plan in zip(tools, plan.tools, strict=True):
         entity = tool_plan.entity or next(iter(tool_plan.ref_params.values()), None)

@@ -200,10 +200,12 @@ def key_rules(plan: EnvPlan) -> dict[str, dict[str, KeyRule]]:
 
 
 def env_key_rules(env: EnvironmentLike) -> dict[str, dict[str, KeyRule]]:
-    """`key_rules` of the plan the env's code was generated from (its schemas and log-only tools)."""
+    """`key_rules` of the plan the env's code was generated from (its schemas, log-only tools and the behaviours
+    the LLM planner chose)."""
     manifest = getattr(env, "manifest", None)
     log_only = tuple(getattr(manifest, "log_only_tools", ()) or ())
-    return key_rules(plan_environment(list(env.schemas), log_only))
+    overrides = getattr(manifest, "plan_overrides", None) or {}
+    return key_rules(plan_environment(list(env.schemas), log_only, overrides))
 
 
 def _stored_keys(db: Mapping[str, Any], collection: str) -> list[str]:

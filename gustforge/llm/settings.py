@@ -47,6 +47,7 @@ class RoleOptions(BaseModel):
 # last toolsets' refactors waited until the end and trailed three sequential requests behind everything else.
 DEFAULT_ROLE_OPTIONS: dict[str, RoleOptions] = {
     "refactor": RoleOptions(max_tokens=16384, timeout_s=300.0, priority=-3),
+    "plan": RoleOptions(max_tokens=8192, timeout_s=180.0, priority=-3),  # right after refactor, same chain ahead
     "database": RoleOptions(max_tokens=16384, timeout_s=300.0, priority=-2),
     "codegen": RoleOptions(max_tokens=32768, timeout_s=600.0, priority=-1),
     "tdg_judge": RoleOptions(max_tokens=4096, timeout_s=120.0),

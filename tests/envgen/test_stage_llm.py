@@ -34,7 +34,7 @@ def test_envgen_keeps_the_endpoint_busy_and_accounts_per_role(corpora_dir: Path,
     assert result.report.produced == 24, result.report
     assert server.max_in_flight >= 7  # >= 0.9 x max_concurrency, with only 2 sandbox workers
     assert {role: counts["requests"] for role, counts in result.llm.items()} == {
-        "refactor": 24, "database": 24, "codegen": 24}  # fmt: skip
+        "refactor": 24, "plan": 24, "database": 24, "codegen": 24}  # fmt: skip
 
 
 def test_token_budget_stops_cleanly_and_resumes(corpora_dir: Path, tmp_path: Path) -> None:

@@ -3,7 +3,7 @@
 It reads only what a real model reads — the rendered prompt (and, for the teacher, the conversation) — and
 answers in the role's reply format, so a whole build can run over HTTP against `FakeOpenAIServer`:
 
-    refactor / database / codegen   the offline twin's answer, rebuilt from the schemas and collections in the prompt
+    refactor / plan / database / codegen   the offline twin's answer, rebuilt from the schemas and collections in the prompt
     tdg_judge / task_writer         the offline twin on the tool views / trace in the prompt
     teacher                         replays the golden trace of the task it was asked (remembered from the writer)
 
@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from data.models import RefactoredToolset, ToolSchema
-from envgen import codegen, database, refactor
+from envgen import codegen, database, planning, refactor
 from envgen.entities import infer_entity, infer_kind
 from envgen.refactor import finalize_tools
 from tdg import infer, taskgen
@@ -52,6 +52,7 @@ class TwinResponder:
         self._lock = threading.Lock()
         self._roles = {
             refactor.REFACTOR_ROLE.system_prompt[:80]: ("refactor", self._refactor),
+            planning.PLAN_ROLE.system_prompt[:80]: ("plan", self._plan),
             database.DATABASE_ROLE.system_prompt[:80]: ("database", self._database),
             codegen.CODEGEN_ROLE.system_prompt[:80]: ("codegen", self._codegen),
             infer._JUDGE.system_prompt[:80]: ("tdg_judge", self._judge),
@@ -81,6 +82,9 @@ class TwinResponder:
         tools = json.loads(_between(user, "Input Tool Definition:\n", None))
         return refactor._offline_reply({"tools_definition": tools, "toolset_name": "",
                                         "max_params": int(limit) if limit.isdigit() else None})  # fmt: skip
+
+    def _plan(self, user: str) -> dict[str, Any]:
+        return planning._offline_reply({"tools": _between(user, "\n\nTools:\n", None)})
 
     def _database(self, user: str) -> dict[str, Any]:
         low, high = (int(x) for x in _between(user, "Records per collection: ", "\n").split("-"))

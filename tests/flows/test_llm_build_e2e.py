@@ -21,7 +21,7 @@ from tests.fakes.twin_responder import TwinResponder
 
 pytestmark = [pytest.mark.slow, pytest.mark.prefect]
 
-ROLES = {"refactor", "database", "codegen", "tdg_judge", "task_writer", "teacher"}
+ROLES = {"refactor", "plan", "database", "codegen", "tdg_judge", "task_writer", "teacher"}
 
 
 def _cfg(server: FakeOpenAIServer, out: Path) -> BuildConfig:
