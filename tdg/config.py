@@ -42,17 +42,18 @@ class TDGConfig(StrictModel):
         default=1.0, gt=0.0, le=1.0, description="Stop sampling an environment once this share of its tools is covered."
     )
     max_skeletons: int = Field(
-        default=20, ge=1, description="Most skeletons per environment (paper: 5 per graph x 3 graphs; extra ones "
-        "make up for drops so that verify can keep up to 10)."
+        default=32, ge=1, description="Most skeletons per environment (paper: 5 per graph x 3 graphs; extra ones "
+        "make up for drops: goal-first reconstruction keeps only traces whose values really flow, about half)."
     )
     min_skeletons: int = Field(
-        default=12, ge=1, description="Keep sampling distinct skeletons up to this many even after the target is met."
+        default=24, ge=1, description="Keep sampling distinct skeletons up to this many even after the target is met."
     )
     patience: int = Field(
-        default=10, ge=1, description="Stop after this many consecutive skeletons that add no newly covered tool."
+        default=16, ge=1, description="Stop after this many consecutive skeletons that add no newly covered tool."
     )
     max_unlinked_traces: int | None = Field(
-        default=2, ge=0, description="Most golden traces per environment in which no value flows from one call into "
-        "another (independent calls); the rest are dropped as `single_stage`. null keeps all."
+        default=1, ge=0, description="Most golden traces per environment in which no value flows from one call into "
+        "another (independent calls), kept only where no linked trace exists; the rest are dropped as "
+        "`single_stage`. null keeps all."
     )
     seed: int = Field(default=0, description="Base seed; every random choice derives from it.")

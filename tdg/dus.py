@@ -286,8 +286,8 @@ def sample_goal_skeleton(
     provider_weight = {n: weights.get(n, 1.0) * (_WRITE_BONUS if n in writes else 1.0) for n in dag.nodes}
     candidates = sorted(n for n in dag.nodes if groups[n]) or sorted(dag.nodes)
     order = _weighted_sample(candidates, len(candidates), goal_weight, rng)
-    if uncovered is not None:  # uncovered goals first (stable: the weighted order within each part)
-        order = [n for n in order if n in uncovered] + [n for n in order if n not in uncovered]
+    if uncovered is not None:  # uncovered goals first, state-changing ones first among them (stable otherwise)
+        order = sorted(order, key=lambda n: (n not in uncovered, n not in stateful))
     plan: dict[str, int] = {}
     goals: list[str] = []
     for goal in order:

@@ -792,8 +792,13 @@ def _toolset(record: TaskRecord) -> frozenset[str]:
     return frozenset(call.name for stage in record.trace.stages for call in stage.calls)
 
 
+def _changes_state(record: TaskRecord) -> bool:
+    return any(call.db_changed for stage in record.trace.stages for call in stage.calls)
+
+
 def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], int] | None = None) -> list[TaskRecord]:
-    """Order one environment's tasks so a prefix is diverse: unseen tool sets first, then most new tools.
+    """Order one environment's tasks so a prefix is diverse: unseen tool sets first, then most new tools, then
+    tasks that change state (the final-state check then says something; issue 20 wants half the tasks to).
 
     With `tier`, lower tiers come first (e.g. tasks that pass the quality checks before those that will be
     dropped), diverse within each tier. Ties break on task_id, so the order is deterministic.
@@ -808,7 +813,8 @@ def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], 
         remaining = sorted(tiers[level], key=lambda r: r.task_id)
         while remaining:
             best = max(
-                remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), -remaining.index(r))
+                remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), _changes_state(r),
+                                          -remaining.index(r))
             )
             remaining.remove(best)
             order.append(best)
