@@ -125,7 +125,7 @@ _ENTITY_NAMES = {  # entity noun -> realistic names of its records
         "Grand Central Hotel",
         "Harbor View Suites",
         "Old Town Lodge",
-        "Park Plaza",
+        "Parkside Plaza",
         "Riverside Hotel",
     ),
     "restaurant": (

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from pydantic import Field
@@ -83,16 +83,18 @@ def _flat(calls: Sequence[TraceCall] | GoldenTrace) -> list[TraceCall]:
     return list(calls)
 
 
+def _parts(value: Any) -> Iterator[Any]:
+    """`value` and every list item and object value inside it, at any depth."""
+    yield value
+    children = value.values() if isinstance(value, Mapping) else value if isinstance(value, list) else ()
+    for child in children:
+        yield from _parts(child)
+
+
 def stated_values(calls: Sequence[TraceCall]) -> set[str]:
-    """repr() of every context argument value (and each list item of one): what the task text states."""
-    out: set[str] = set()
-    for call in calls:
-        for arg in call.context_args:
-            value = call.arguments.get(arg)
-            out.add(repr(value))
-            if isinstance(value, list):
-                out.update(repr(v) for v in value)
-    return out
+    """repr() of every context argument value and of every value nested in one (a relation's `source` inside the
+    stated `relations` list): what the task text states."""
+    return {repr(part) for call in calls for arg in call.context_args for part in _parts(call.arguments.get(arg))}
 
 
 def _choice(schema: ToolSchema | None, arg: str) -> bool:

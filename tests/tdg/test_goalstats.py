@@ -50,6 +50,16 @@ def test_a_value_the_task_states_is_no_real_dependency() -> None:
     assert real_dependencies([LIST, GET], text="please look at order o7") == []
 
 
+def test_a_value_nested_in_a_stated_argument_is_no_real_dependency() -> None:
+    relation = {"source": "/srv/notes.txt", "target": "inbox"}
+    create = _call("create_relations", {"relations": [relation]}, {"relations": [relation]}, changed=True)
+    delete = _call("delete_relation", {"source": "/srv/notes.txt"}, dep={"source": "create_relations.relations[0].source"},
+                   changed=True)  # fmt: skip
+    assert real_dependencies([create, delete]) == []
+    fresh = _call("delete_relation", {"source": "/srv/other.txt"}, dep={"source": "create_relations.relations[0].x"})
+    assert len(real_dependencies([create, fresh])) == 1
+
+
 def test_enum_and_boolean_arguments_are_no_real_dependency() -> None:
     sort = _call("list_items", {"order": "desc"}, dep={"order": "list_orders.orders[0].order"})
     schemas = {"list_items": _schema("list_items", ToolKind.READ, {"order": {"type": "string", "enum": ["asc", "desc"]}})}
