@@ -440,14 +440,40 @@ def _fact_request(facts: Sequence[AnswerFact], obj: str) -> str:
     return " and tell me its " + " and ".join(labels)
 
 
-def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str, Any], rng: random.Random) -> str:
-    """One requested call as the user says it: behaviour, object, the values it needs and what to report back."""
+def _links(index: int, calls: Sequence[TraceCall], definitions: Mapping[str, Any]) -> list[tuple[str, bool]]:
+    """(object, created) of each earlier requested call whose record this requested call acts on (through a
+    dependency argument): the text must say so — an agent told only "create a journey" could put it in any palace.
+    A provider's value is tied by its pick sentence instead."""
+    from tdg.goalstats import source_call
+
+    names = [c.name for c in calls[:index]]
+    links = []
+    for source in sorted(calls[index].dependency_args.values()):
+        provider = source_call(source, names)
+        if provider is None or not is_requested(calls[provider]):
+            continue
+        obj = _verb_object(calls[provider].name, definitions)[1] or _entity(calls[provider])
+        created = str(definitions.get(calls[provider].name, {}).get("kind", "read")) == "create"
+        if obj:
+            links.append((obj, created))
+    return list(dict.fromkeys(links))
+
+
+def _ask(call: TraceCall, facts: Sequence[AnswerFact], definitions: Mapping[str, Any], rng: random.Random,
+         links: Sequence[tuple[str, bool]] = ()) -> str:  # fmt: skip
+    """One requested call as the user says it: behaviour, object, the values it needs, the earlier requests it
+    builds on (`links`, from `_links`: "cancel the new order", "send a confirmation for the new order") and what to
+    report back."""
     verb, obj, kind = _user_verb_object(call, definitions, rng)
     asks_a_read = verb in _USER_READ
     if verb == "new":  # "new_page" -> create a page
         verb = "create"
     values = _value_phrases(stated_arguments(call), obj, naming=kind == "read")
-    report = _fact_request(facts, obj)
+    same = next((created for linked, created in links if linked == obj), None)
+    link = "".join(f" for {'the new' if created else 'that'} {linked}" for linked, created in links if linked != obj)
+    report = link + _fact_request(facts, obj)
+    if same is not None and obj and kind != "create":  # the record an earlier request made or found
+        obj = f"{'new' if same else 'same'} {obj}"
     if not obj:
         return f"{verb}{' with ' + values if values else ''}{report}"
     if kind == "read":
@@ -529,7 +555,7 @@ def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:
     asks: list[str] = []
     for index, call in enumerate(flat):
         if is_requested(call):
-            said = _ask(call, by_call.get(index, []), definitions, rng)
+            said = _ask(call, by_call.get(index, []), definitions, rng, _links(index, flat, definitions))
             if said not in asks:
                 asks.append(said)
     if not asks:
