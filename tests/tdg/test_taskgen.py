@@ -219,6 +219,26 @@ def test_a_provider_is_never_asked_for_but_the_values_the_user_knows_are_said():
         assert "find the customer" not in shown and "look up the customer" not in shown and "c7" not in shown
 
 
+def test_a_request_that_acts_on_what_an_earlier_request_made_says_so():
+    from tdg.taskgen import offline_task
+
+    created = {"status": "success", "palace": {"palace_id": "PAL-5", "name": "Visual"}, "palace_id": "PAL-5"}
+    stages = [{"calls": [{"name": "create_palace", "arguments": {"name": "Visual"}, "output": created,
+                          "purpose": "requested", "db_changed": True}]},
+              {"calls": [{"name": "create_journey", "arguments": {"name": "Walk", "palace_id": "PAL-5"},
+                          "output": {"journey": {"journey_id": "J-9"}, "journey_id": "J-9"}, "purpose": "requested",
+                          "dependency_args": {"palace_id": "create_palace.palace_id"}, "db_changed": True},
+                         {"name": "rename_palace", "arguments": {"palace_id": "PAL-5", "title": "Aural"},
+                          "output": {"palace": {"palace_id": "PAL-5"}}, "purpose": "requested",
+                          "dependency_args": {"palace_id": "create_palace.palace_id"}, "db_changed": True}]}]  # fmt: skip
+    kinds = {"create_palace": "create", "create_journey": "create", "rename_palace": "update"}
+    for seed in range(8):
+        out = offline_task(_inputs(stages, kinds, seed))
+        shown = " ".join([*(t["content"] for t in out["dialogue_history"]), out["user_query"]]).lower()
+        assert "for the new palace" in shown and "rename the new palace" in shown, shown
+        assert "pal-5" not in shown  # the new id is found, not stated
+
+
 def test_answer_facts_are_what_the_user_asks_to_know():
     from tdg.taskgen import _trace_of, answer_facts
 
