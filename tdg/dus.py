@@ -292,7 +292,8 @@ def sample_goal_skeleton(
     goals: list[str] = []
     for goal in order:
         trial: dict[str, int] = {goal: -1}
-        if _providers_for(dag, goal, groups, trial, max_stages, terminal, provider_weight, rng):
+        if (_providers_for(dag, goal, groups, trial, max_stages, terminal, provider_weight, rng)
+                and max(_levels(set(trial), groups, dag).values()) < max_stages):  # a reused provider may sit deeper
             plan, goals = trial, [goal]
             break
     if goals and goals[0] not in terminal:

@@ -326,3 +326,33 @@ def test_coverage_sampling_makes_uncovered_tools_goals_even_without_edges() -> N
         assert skeleton.stages == (("list_orders",), ("get_order",))
     # without `uncovered` nothing unrelated is drawn (the plain goal-first sampler)
     assert not any({"weather", "time", "calc"} & skeleton_tools(sample_goal_skeleton(dag, seed=s)) for s in range(20))
+
+
+def _tool_node(dag, name: str, kind: str, required: list[str]) -> None:
+    dag.add_node(name, kind=kind, parameters={"type": "object", "required": required,
+                                              "properties": {p: {"type": "string"} for p in required}})  # fmt: skip
+
+
+def test_goal_first_providers_carry_information_and_fit_the_stage_budget():
+    import networkx as nx
+
+    from tdg.dus import requirements, sample_goal_skeleton
+
+    dag = nx.DiGraph(env_id="e", graph_index=0)
+    _tool_node(dag, "add_item", "create", ["name", "warehouse_id"])
+    _tool_node(dag, "get_item", "read", ["item_id"])
+    _tool_node(dag, "get_price", "read", ["item_id"])
+    _tool_node(dag, "transfer_item", "update", ["item_id", "warehouse_id"])
+    _param_edge(dag, "add_item", "get_item", "item_id")
+    _param_edge(dag, "get_item", "get_price", "item_id")  # get_item hands back the item_id it was given: an echo
+    dag.add_edge("add_item", "transfer_item", type="parameter", evidence="add_item.response.item_id -> "
+                 "transfer_item.item_id; add_item.response.warehouse_id -> transfer_item.warehouse_id")  # fmt: skip
+    dag.add_edge("get_item", "transfer_item", type="parameter",
+                 evidence="get_item.response.warehouse_id -> transfer_item.warehouse_id")  # fmt: skip
+    assert requirements(dag, "get_price", informative=True) == []  # the echo provides nothing
+    assert requirements(dag, "get_price") == [frozenset({"get_item"})]  # (the paper's DUS still sees the edge)
+    assert requirements(dag, "transfer_item", informative=True) == [frozenset({"add_item"}),
+                                                                     frozenset({"get_item"})]  # fmt: skip
+    for seed in range(30):  # transfer_item needs get_item (level 1), which reuses add_item: three levels
+        assert len(sample_goal_skeleton(dag, max_stages=2, seed=seed).stages) <= 2
+    assert any(len(sample_goal_skeleton(dag, max_stages=3, seed=s).stages) == 3 for s in range(30))
