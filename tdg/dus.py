@@ -41,7 +41,7 @@ from pydantic import Field
 
 from data.models import Skeleton, StrictModel
 from gustforge.errors import InputError, TDGCycleError
-from tdg.fields import parse_evidence
+from tdg.fields import parse_evidence, path_leaf
 
 __all__ = [
     "CoverageResult",
@@ -76,7 +76,7 @@ def echoes_input(dag: nx.DiGraph, provider: str, path: str) -> bool:
     has the value, so an edge through it carries no information (the agent could use the stated value directly)."""
     parameters = dag.nodes[provider].get("parameters") or {}
     required = {str(name).casefold() for name in parameters.get("required") or ()}
-    leaf = re.split(r"[.\[\]]+", path.rstrip("]"))[-1].casefold()
+    leaf = path_leaf(path).casefold()
     return leaf in required
 
 

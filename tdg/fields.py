@@ -28,6 +28,7 @@ __all__ = [
     "types_compatible",
     "format_evidence",
     "parse_evidence",
+    "path_leaf",
     "parse_closest_field",
     "evidence_is_executable",
     "resolve_path",
@@ -262,6 +263,11 @@ def format_evidence(src: str, path: str, dst: str, param: str) -> str:
 
 
 _EVIDENCE = re.compile(r"^\s*(?P<src>[^\s.]+)\.response\.(?P<path>\S+)\s*->\s*(?P<dst>[^\s.]+)\.(?P<param>\S+)\s*$")
+
+
+def path_leaf(path: str) -> str:
+    """The last key of a field path or dependency source: 'orders[0].item_id' -> 'item_id'."""
+    return re.split(r"[.\[\]]+", path.rstrip("]"))[-1]
 
 
 def parse_evidence(text: str) -> list[EdgeEvidence]:

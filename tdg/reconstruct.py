@@ -59,6 +59,7 @@ from tdg.fields import (
     param_specs,
     parse_closest_field,
     parse_evidence,
+    path_leaf,
     resolve_path,
     singular,
 )
@@ -800,7 +801,7 @@ def _earliest_source(calls: Sequence[TraceCall], index: int, arg: str, source: s
     'list_tasks.tasks[0].task_id'); `source` when there is none: a read that repeats what an earlier call
     returned serves no goal."""
     value = calls[index].arguments.get(arg)
-    key = re.split(r"[.\[\]]+", source.rstrip("]"))[-1]
+    key = path_leaf(source)
     for call in calls[:index]:
         for ref, leaf in _leaves(call.output):
             picked = list_pick(call.output, ref.path)
