@@ -332,10 +332,10 @@ def answer_facts(trace: GoldenTrace, kinds: Mapping[str, str] | None = None) -> 
     value of a requested call (`_fallback_fact`); with none, the list is empty and the text is dropped
     (`no_answer_facts`).
     """
-    from tdg.textstats import stated_values, value_key
+    from tdg.textstats import stated_value_keys, value_key
 
     calls = [call for stage in trace.stages for call in stage.calls]
-    said = stated_values(trace)
+    said = stated_value_keys(trace)
     consumed = {src.partition(".")[0] for call in calls for src in call.dependency_args.values()}
     requested = [i for i, c in enumerate(calls) if is_requested(c)]
     shown = [i for i in requested if calls[i].name not in consumed] or requested[-1:] or [len(calls) - 1]

@@ -42,7 +42,7 @@ __all__ = [
     "answer_problems",
     "value_key",
     "informative_value",
-    "stated_values",
+    "stated_value_keys",
     "stated_answers",
     "text_problems",
     "text_stats",
@@ -373,7 +373,7 @@ def informative_value(value: Any) -> bool:
     return not any(re.search(p, key, re.IGNORECASE) for p in PLACEHOLDER_PATTERNS)
 
 
-def stated_values(trace: GoldenTrace) -> set[str]:
+def stated_value_keys(trace: GoldenTrace) -> set[str]:
     """`value_key`s of the values a task text states by construction: every leaf of every argument the user gives
     (context arguments and any other argument no earlier output supplies) and every pick criterion."""
     said = {value_key(leaf) for call in _calls(trace) for arg, value in call.arguments.items()
@@ -390,7 +390,7 @@ def stated_answers(trace: GoldenTrace, text: TaskText) -> list[str]:
     word of a request ("open the bug report").
     """
     shown = shown_text(text)
-    said = stated_values(trace) | {value_key(q) for q in _QUOTED.findall(shown)}
+    said = stated_value_keys(trace) | {value_key(q) for q in _QUOTED.findall(shown)}
     said |= {value_key(n) for n in _NUMBER_TOKEN.findall(_QUOTED.sub(" ", shown))}
     plain = _norm(shown)
     return [fact for fact in text.expected_answer if value_key(fact) in said
