@@ -56,4 +56,9 @@ class TDGConfig(StrictModel):
         "another (independent calls), kept only where no linked trace exists; the rest are dropped as "
         "`single_stage`. null keeps all."
     )
+    state_variants: int = Field(
+        default=3, ge=1, description="Most golden traces per skeleton whose linked trace changes state: the write "
+        "flow is reconstructed again against other records (other seeds) while the environment has fewer "
+        "state-changing traces than `verify.max_tasks_per_env`. 1: one trace per skeleton."
+    )
     seed: int = Field(default=0, description="Base seed; every random choice derives from it.")

@@ -83,6 +83,7 @@ __all__ = [
     "EnvironmentLike",
     "ReconstructionResult",
     "reconstruct_trace",
+    "changes_state",
     "reconstruct_all",
     "KeyRule",
     "key_rules",
@@ -1033,8 +1034,14 @@ def reconstruct_trace(
     )
 
 
-def _skeleton_seed(seed: int, skeleton: Skeleton) -> int:
-    return int(short_hash([seed, skeleton.model_dump(mode="json")], 8), 16)
+def _skeleton_seed(seed: int, skeleton: Skeleton, variant: int = 0) -> int:
+    parts: list[Any] = [seed, skeleton.model_dump(mode="json")] + ([variant] if variant else [])
+    return int(short_hash(parts, 8), 16)
+
+
+def changes_state(trace: GoldenTrace) -> bool:
+    """Whether a call of the trace wrote to the environment's database."""
+    return any(call.db_changed for stage in trace.stages for call in stage.calls)
 
 
 def is_linked(trace: GoldenTrace) -> bool:
@@ -1068,6 +1075,8 @@ def reconstruct_all(
     tries: int = 6,
     max_unlinked: int | None = None,
     goal_first: bool = True,
+    state_variants: int = 1,
+    variant_budget: int = 10,
 ) -> ReconstructionResult:
     """Reconstruct every skeleton of one environment on one reused session; failures are quarantined.
 
@@ -1082,39 +1091,61 @@ def reconstruct_all(
         max_unlinked: Most traces kept in which no value flows from one call into another (`is_linked`); None
             keeps all. Those that add the most tools not covered by the linked ones are kept, the rest are dropped
             as ``single_stage``: an environment whose tools share no data yields a few such tasks, not ten.
+        state_variants: Most traces per skeleton whose (linked) trace changes state: the flow is reconstructed
+            again with other seeds, i.e. against other records and values (`reconstruct_variants`). Write flows
+            are scarce (many servers have none); this keeps an environment's task budget from filling with
+            lookups while a write flow it has is learned on one record only. 1: no variants.
+        variant_budget: Variants stop once the environment has this many state-changing linked traces (the
+            verify stage's per-environment cap: more would only be dropped as ``env_cap``).
 
     Returns:
-        `ReconstructionResult(traces, quarantine, report)`: produced + dropped == len(skeletons); duplicate traces
-        are dropped with reason ``duplicate_trace``.
+        `ReconstructionResult(traces, quarantine, report)`: produced + dropped == inputs (the skeletons plus every
+        variant attempted); duplicate traces are dropped with reason ``duplicate_trace``.
     """
     traces: list[GoldenTrace] = []
     quarantine: list[QuarantineRecord] = []
     seen: set[str] = set()
     keys = env_key_rules(env)
+    attempts = 0
+
+    def attempt(item_id: str, skeleton: Skeleton, variant: int, session: EnvSessionLike) -> GoldenTrace | None:
+        nonlocal attempts
+        attempts += 1
+        try:
+            if not 0 <= skeleton.graph_index < len(dags):
+                raise SkeletonFailed("unknown_graph", f"graph_index {skeleton.graph_index}")
+            trace = reconstruct_trace(
+                env, dags[skeleton.graph_index], skeleton, seed=_skeleton_seed(seed, skeleton, variant), tries=tries,
+                session=session, keys=keys, goal_first=goal_first,
+            )
+        except SkeletonFailed as exc:
+            quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=exc.reason, detail=exc.detail))
+            return None
+        except SandboxError as exc:
+            reason = f"sandbox_error:{type(exc).__name__}"
+            quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=reason, detail=str(exc)))
+            return None
+        if trace.trace_id in seen:
+            quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason="duplicate_trace",
+                                               detail=trace.trace_id))  # fmt: skip
+            return None
+        seen.add(trace.trace_id)
+        traces.append(trace)
+        return trace
+
     with env.session() as session:
+        writes: list[tuple[int, Skeleton]] = []
         for i, skeleton in enumerate(skeletons):
-            item_id = f"{env.env_id}/skeleton-{i}"
-            try:
-                if not 0 <= skeleton.graph_index < len(dags):
-                    raise SkeletonFailed("unknown_graph", f"graph_index {skeleton.graph_index}")
-                dag = dags[skeleton.graph_index]
-                trace = reconstruct_trace(
-                    env, dag, skeleton, seed=_skeleton_seed(seed, skeleton), tries=tries, session=session, keys=keys,
-                    goal_first=goal_first,
-                )
-            except SkeletonFailed as exc:
-                quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=exc.reason, detail=exc.detail))
-                continue
-            except SandboxError as exc:
-                reason = f"sandbox_error:{type(exc).__name__}"
-                quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason=reason, detail=str(exc)))
-                continue
-            if trace.trace_id in seen:
-                quarantine.append(QuarantineRecord(item_id=item_id, stage=STAGE, reason="duplicate_trace",
-                                                   detail=trace.trace_id))  # fmt: skip
-                continue
-            seen.add(trace.trace_id)
-            traces.append(trace)
+            trace = attempt(f"{env.env_id}/skeleton-{i}", skeleton, 0, session)
+            if trace is not None and is_linked(trace) and changes_state(trace):
+                writes.append((i, skeleton))
+        state_traces = len(writes)
+        for variant in range(1, state_variants):  # round-robin: every write flow gets a second record first
+            for i, skeleton in writes:
+                if state_traces >= variant_budget:
+                    break
+                trace = attempt(f"{env.env_id}/skeleton-{i}/variant-{variant}", skeleton, variant, session)
+                state_traces += trace is not None and is_linked(trace) and changes_state(trace)
     if max_unlinked is not None:
         limit = max(0, max_unlinked - sum(map(is_linked, traces))) if goal_first else max_unlinked
         traces, unlinked = _limit_unlinked(traces, limit)
@@ -1122,6 +1153,6 @@ def reconstruct_all(
                                         detail=f"no value flows between its calls; {max_unlinked} such traces kept "
                                         "per environment") for t in unlinked]  # fmt: skip
     dropped = Counter(q.reason.split(":")[0] for q in quarantine)
-    report = StageReport(stage=STAGE, inputs=len(skeletons), produced=len(traces),
+    report = StageReport(stage=STAGE, inputs=attempts, produced=len(traces),
                          dropped=dict(sorted(dropped.items())))  # fmt: skip
     return ReconstructionResult(traces=traces, quarantine=quarantine, report=report)

@@ -125,10 +125,13 @@ def run_reconstruct(items: Sequence[Item], cfg: BuildConfig, out: Path) -> Shard
     inputs = 0
     for item in items:
         skeletons = [Skeleton.model_validate(s) for s in item["skeletons"]]
-        inputs += len(skeletons)
         env = load_env(item, out)
         dags = [read_graph(resolve_path(out, p)).dag for p in item["graphs"]]
-        result = reconstruct_all(env, dags, skeletons, seed=cfg.tdg.seed, max_unlinked=cfg.tdg.max_unlinked_traces)
+        result = reconstruct_all(
+            env, dags, skeletons, seed=cfg.tdg.seed, max_unlinked=cfg.tdg.max_unlinked_traces,
+            state_variants=cfg.tdg.state_variants, variant_budget=cfg.verify.max_tasks_per_env,
+        )
+        inputs += result.report.inputs
         quarantine.extend(result.quarantine)
         if result.traces:
             produced_ids.extend(t.trace_id for t in result.traces)

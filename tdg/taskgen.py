@@ -526,7 +526,16 @@ def _provider_sentence(call: TraceCall, definitions: Mapping[str, Any], rng: ran
     if not values:
         return ""
     _, obj, _ = _user_verb_object(call, definitions, rng)
-    return f"the {obj or 'one'} I mean is the one with {_value_phrases(values, obj)}."
+    return f"the {_one_record(obj) or 'one'} I mean is the one with {_value_phrases(values, obj)}."
+
+
+_QUANTIFIERS = frozenset("more multiple all several many some other".split())
+
+
+def _one_record(noun: str) -> str:
+    """'network pools' -> 'network pool', 'more hotels' -> 'hotel': the user means one record of the collection."""
+    words = [w for w in noun.split() if w.lower() not in _QUANTIFIERS] or noun.split()
+    return " ".join(words[:-1] + [singular_noun(words[-1])]) if words else ""
 
 
 def offline_task(inputs: dict[str, Any]) -> dict[str, Any]:

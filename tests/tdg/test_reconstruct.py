@@ -513,3 +513,29 @@ def test_a_call_that_echoes_its_input_is_no_provider() -> None:
     assert calls[1].dependency_args == {"ticket_id": "list_tickets.tickets[1].ticket_id"}
     assert calls[1].pick_criteria == {"ticket_id": "field=title"}
     assert calls[0].purpose == "provides:add_comment.ticket_id"
+
+
+def test_write_flows_get_variants_on_other_records_within_the_budget(shop_run) -> None:
+    """A linked, state-changing flow is reconstructed again with other seeds: new records or values, same tools; the
+    variants stop at the budget, every attempt is accounted for, and read-only flows get none."""
+    from tdg.reconstruct import changes_state, is_linked
+
+    env, dags, skeletons, plain = shop_run
+    writes = [t for t in plain.traces if is_linked(t) and changes_state(t)]
+    assert writes, "the shop fixture must have a linked write flow"
+    varied = reconstruct_all(env, dags, skeletons, seed=11, state_variants=3, variant_budget=100)
+    assert varied.report.balanced and varied.report.inputs > len(skeletons)
+    assert varied.traces[: len(plain.traces)] == plain.traces  # variant 0 is the plain trace, byte for byte
+    extra = varied.traces[len(plain.traces):]
+    assert extra and all(is_linked(t) and changes_state(t) for t in extra)
+    skeleton_tools = [{tool for stage in s.stages for tool in stage} for s in skeletons]
+    for trace in extra:  # the same flow: the tools of one sampled skeleton (goal-first may prune a provider)
+        called = {c.name for s in trace.stages for c in s.calls}
+        assert any(called <= tools for tools in skeleton_tools)
+    assert len({t.trace_id for t in varied.traces}) == len(varied.traces)
+    assert varied.report.inputs <= len(skeletons) + 2 * len(writes)
+
+    budget = len(writes) + 1
+    capped = reconstruct_all(env, dags, skeletons, seed=11, state_variants=3, variant_budget=budget)
+    assert sum(is_linked(t) and changes_state(t) for t in capped.traces) == budget
+    assert capped.report.balanced

@@ -219,6 +219,23 @@ def test_a_provider_is_never_asked_for_but_the_values_the_user_knows_are_said():
         assert "find the customer" not in shown and "look up the customer" not in shown and "c7" not in shown
 
 
+def test_a_provider_over_a_collection_is_said_as_the_one_record_meant():
+    from tdg.taskgen import offline_task
+
+    stages = [{"calls": [{"name": "load_more_hotels", "arguments": {"city": "Oslo"}, "purpose": "provides:book_hotel.hotel_id",
+                          "output": {"hotels": [{"hotel_id": "H7", "city": "Oslo"}]}}]},
+              {"calls": [{"name": "book_hotel", "arguments": {"hotel_id": "H7"}, "purpose": "requested",
+                          "output": {"booking": {"booking_id": "B1", "hotel_id": "H7"}},
+                          "dependency_args": {"hotel_id": "load_more_hotels.hotels[0].hotel_id"}}]}]  # fmt: skip
+    said = set()
+    for seed in range(8):
+        out = offline_task(_inputs(stages, {"load_more_hotels": "read", "book_hotel": "create"}, seed))
+        shown = " ".join([*(t["content"] for t in out["dialogue_history"]), out["user_query"]]).lower()
+        assert '"oslo"' in shown and "more hotels i mean" not in shown and "hotels i mean" not in shown, shown
+        said.add("the hotel i mean is the one with" in shown)
+    assert said == {True}
+
+
 def test_a_request_that_acts_on_what_an_earlier_request_made_says_so():
     from tdg.taskgen import offline_task
 
