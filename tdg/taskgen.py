@@ -529,7 +529,7 @@ def _provider_sentence(call: TraceCall, definitions: Mapping[str, Any], rng: ran
     return f"the {_one_record(obj) or 'one'} I mean is the one with {_value_phrases(values, obj)}."
 
 
-_QUANTIFIERS = frozenset("more multiple all several many some other".split())
+_QUANTIFIERS = frozenset("the a an more multiple all several many some other".split())
 
 
 def _one_record(noun: str) -> str:
