@@ -797,8 +797,9 @@ def _changes_state(record: TaskRecord) -> bool:
 
 
 def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], int] | None = None) -> list[TaskRecord]:
-    """Order one environment's tasks so a prefix is diverse: unseen tool sets first, then most new tools, then
-    tasks that change state (the final-state check then says something; issue 20 wants half the tasks to).
+    """Order one environment's tasks so a prefix is diverse: tasks that call tools no earlier task called first
+    (most new tools first), then tasks that change state (the final-state check then says something, and write flows
+    are the scarce kind: issue 20 wants half the tasks to), then unseen combinations of covered tools.
 
     With `tier`, lower tiers come first (e.g. tasks that pass the quality checks before those that will be
     dropped), diverse within each tier. Ties break on task_id, so the order is deterministic.
@@ -813,7 +814,7 @@ def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], 
         remaining = sorted(tiers[level], key=lambda r: r.task_id)
         while remaining:
             best = max(
-                remaining, key=lambda r: (_toolset(r) not in seen, len(_toolset(r) - covered), _changes_state(r),
+                remaining, key=lambda r: (len(_toolset(r) - covered), _changes_state(r), _toolset(r) not in seen,
                                           -remaining.index(r))
             )
             remaining.remove(best)

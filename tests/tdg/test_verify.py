@@ -439,3 +439,21 @@ class TestSessionPerToolStep:
             # 2 tasks x 4 attempts in flight together, never more requests than max_concurrency
             assert server.max_in_flight == 4
         assert outcome.report.balanced and [r.trace.trace_id for r in outcome.kept] == ["credit"]
+
+
+def test_after_new_tools_a_write_flow_comes_before_a_recombined_lookup():
+    """The per-env cap fills with tasks that cover new tools first, then with state-changing ones (another record for
+    a write flow) before read-only recombinations of tools already covered."""
+    from types import SimpleNamespace
+
+    def task(task_id: str, *calls: tuple[str, bool]) -> SimpleNamespace:
+        stage = SimpleNamespace(calls=[SimpleNamespace(name=n, db_changed=w) for n, w in calls])
+        return SimpleNamespace(task_id=task_id, trace=SimpleNamespace(stages=[stage]))
+
+    book = task("a-book", ("search", False), ("get", False), ("book", True))
+    lookup = task("b-lookup", ("search", False), ("get", False))
+    again = task("c-book-other-record", ("search", False), ("get", False), ("book", True))
+    cancel = task("d-cancel", ("get", False), ("cancel", True))
+    order = [r.task_id for r in diversity_order([lookup, again, book, cancel])]  # type: ignore[arg-type]
+    assert order[:2] == ["a-book", "d-cancel"]  # new tools first, most first
+    assert order[2:] == ["c-book-other-record", "b-lookup"]
