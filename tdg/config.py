@@ -57,8 +57,8 @@ class TDGConfig(StrictModel):
         "`single_stage`. null keeps all."
     )
     state_variants: int = Field(
-        default=3, ge=1, description="Most golden traces per skeleton whose linked trace changes state: the write "
+        default=6, ge=1, description="Most golden traces per skeleton whose linked trace changes state: the write "
         "flow is reconstructed again against other records (other seeds) while the environment has fewer "
-        "state-changing traces than `verify.max_tasks_per_env`. 1: one trace per skeleton."
+        "state-changing traces than `verify.max_tasks_per_env` (and a fifth). 1: one trace per skeleton."
     )
     seed: int = Field(default=0, description="Base seed; every random choice derives from it.")

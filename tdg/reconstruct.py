@@ -1050,7 +1050,9 @@ def is_linked(trace: GoldenTrace) -> bool:
 
 
 def _limit_unlinked(traces: Sequence[GoldenTrace], limit: int) -> tuple[list[GoldenTrace], list[GoldenTrace]]:
-    """(kept, dropped): every linked trace, plus at most `limit` unlinked ones, greedily by tools not yet covered."""
+    """(kept, dropped): every linked trace, plus at most `limit` unlinked ones, greedily: those that change state first
+    (the final-state check then says something; an environment with write tools and no linked flow would otherwise
+    often keep a lookup), then by tools not yet covered."""
     def tools(trace: GoldenTrace) -> set[str]:
         return {call.name for stage in trace.stages for call in stage.calls}
 
@@ -1058,7 +1060,7 @@ def _limit_unlinked(traces: Sequence[GoldenTrace], limit: int) -> tuple[list[Gol
     pending = [t for t in traces if not is_linked(t)]
     chosen: set[str] = set()
     while pending and len(chosen) < limit:
-        best = max(pending, key=lambda t: len(tools(t) - covered))  # first of equals: sampling order
+        best = max(pending, key=lambda t: (changes_state(t), len(tools(t) - covered)))  # first of equals: sampled first
         chosen.add(best.trace_id)
         covered |= tools(best)
         pending.remove(best)

@@ -539,3 +539,17 @@ def test_write_flows_get_variants_on_other_records_within_the_budget(shop_run) -
     capped = reconstruct_all(env, dags, skeletons, seed=11, state_variants=3, variant_budget=budget)
     assert sum(is_linked(t) and changes_state(t) for t in capped.traces) == budget
     assert capped.report.balanced
+
+
+def test_the_one_unlinked_trace_kept_changes_state_when_one_can() -> None:
+    from tdg.reconstruct import changes_state
+
+    env = _shop()
+    dag = nx.DiGraph(env_id="shop", graph_index=0)
+    dag.add_nodes_from(env.tool_names)
+    skeletons = [sample_skeleton(dag, max_parallel=2, seed=s) for s in range(8)]
+    everything = reconstruct_all(env, [dag], skeletons, seed=0)
+    assert any(changes_state(t) for t in everything.traces) and not all(changes_state(t) for t in everything.traces)
+    for order in (skeletons, skeletons[::-1]):
+        kept = reconstruct_all(env, [dag], order, seed=0, max_unlinked=1).traces
+        assert len(kept) == 1 and changes_state(kept[0])
