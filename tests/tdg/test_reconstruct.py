@@ -107,11 +107,16 @@ class TestReconstructAll:
         assert again.traces == result.traces
 
 
-def test_env_without_edges_yields_single_stage_traces() -> None:
+def _edgeless_shop(n: int, max_parallel: int = 3) -> tuple[Environment, nx.DiGraph, list[Skeleton]]:
+    """The shop with a graph of no edges and `n` skeletons sampled on it: every trace is independent calls."""
     env = _shop()
     dag = nx.DiGraph(env_id="shop", graph_index=0)
     dag.add_nodes_from(env.tool_names)
-    skeletons = [sample_skeleton(dag, max_parallel=3, seed=s) for s in range(4)]
+    return env, dag, [sample_skeleton(dag, max_parallel=max_parallel, seed=s) for s in range(n)]
+
+
+def test_env_without_edges_yields_single_stage_traces() -> None:
+    env, dag, skeletons = _edgeless_shop(4)
     assert all(len(s.stages) == 1 for s in skeletons)
     result = reconstruct_all(env, [dag], skeletons, seed=0)
     assert result.report.produced + result.report.dropped.get("duplicate_trace", 0) == len(skeletons)
@@ -124,10 +129,7 @@ def test_unlinked_traces_are_capped_per_env_keeping_coverage() -> None:
     """Independent calls make weak tasks: at most `max_unlinked` of them are kept, those covering the most tools."""
     from tdg.reconstruct import is_linked
 
-    env = _shop()
-    dag = nx.DiGraph(env_id="shop", graph_index=0)
-    dag.add_nodes_from(env.tool_names)
-    skeletons = [sample_skeleton(dag, max_parallel=3, seed=s) for s in range(6)]
+    env, dag, skeletons = _edgeless_shop(6)
     everything = reconstruct_all(env, [dag], skeletons, seed=0)
     capped = reconstruct_all(env, [dag], skeletons, seed=0, max_unlinked=2)
     assert everything.report.produced > 2 and not any(is_linked(t) for t in everything.traces)
@@ -544,10 +546,7 @@ def test_write_flows_get_variants_on_other_records_within_the_budget(shop_run) -
 def test_the_one_unlinked_trace_kept_changes_state_when_one_can() -> None:
     from tdg.reconstruct import changes_state
 
-    env = _shop()
-    dag = nx.DiGraph(env_id="shop", graph_index=0)
-    dag.add_nodes_from(env.tool_names)
-    skeletons = [sample_skeleton(dag, max_parallel=2, seed=s) for s in range(8)]
+    env, dag, skeletons = _edgeless_shop(8, max_parallel=2)
     everything = reconstruct_all(env, [dag], skeletons, seed=0)
     assert any(changes_state(t) for t in everything.traces) and not all(changes_state(t) for t in everything.traces)
     for order in (skeletons, skeletons[::-1]):
