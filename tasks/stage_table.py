@@ -58,7 +58,7 @@ _SPECS = (
               outputs=("graphs",)),
     StageSpec("sample", run_sample, "tdg", ("tdg", "data"), ("tdg",)),
     StageSpec("reconstruct", run_reconstruct, "sample", ("tdg", "envgen", "gustforge", "data"),
-              ("tdg.seed", "tdg.max_unlinked_traces", "tdg.state_variants", "verify.max_tasks_per_env")),
+              ("tdg.seed", "tdg.max_unlinked_traces", "tdg.state_variants", "tdg.variant_budget")),
     StageSpec("tasks", run_tasks, "reconstruct", ("tdg", "envgen", "gustforge", "data"), ("seed", "llm")),
     StageSpec("verify", run_verify, "tasks", ("tdg", "envgen", "gustforge", "data"), ("verify", "quality")),
     StageSpec("quality", run_quality, "verify", ("tdg", "data"), ("quality",), POLICY_REASONS | QUALITY_REASONS,

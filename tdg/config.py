@@ -58,7 +58,13 @@ class TDGConfig(StrictModel):
     )
     state_variants: int = Field(
         default=6, ge=1, description="Most golden traces per skeleton whose linked trace changes state: the write "
-        "flow is reconstructed again against other records (other seeds) while the environment has fewer "
-        "state-changing traces than `verify.max_tasks_per_env` (and a fifth). 1: one trace per skeleton."
+        "flow is reconstructed again against other records (other seeds) while the environment has fewer than "
+        "`variant_budget` state-changing traces. 1: one trace per skeleton."
+    )
+    variant_budget: int = Field(
+        default=12, ge=1, description="State-changing traces worth making per environment: `verify.max_tasks_per_env` "
+        "(10) and a fifth, since about one trace in ten is dropped after reconstruction (writer, solvability, "
+        "quality); the surplus ends as `env_cap`. Set it with the cap (a TDG key, so editing the verify config "
+        "never re-runs reconstruction)."
     )
     seed: int = Field(default=0, description="Base seed; every random choice derives from it.")

@@ -129,7 +129,7 @@ def run_reconstruct(items: Sequence[Item], cfg: BuildConfig, out: Path) -> Shard
         dags = [read_graph(resolve_path(out, p)).dag for p in item["graphs"]]
         result = reconstruct_all(
             env, dags, skeletons, seed=cfg.tdg.seed, max_unlinked=cfg.tdg.max_unlinked_traces,
-            state_variants=cfg.tdg.state_variants, variant_budget=_variant_budget(cfg.verify.max_tasks_per_env),
+            state_variants=cfg.tdg.state_variants, variant_budget=cfg.tdg.variant_budget,
         )
         inputs += result.report.inputs
         quarantine.extend(result.quarantine)
@@ -138,12 +138,6 @@ def run_reconstruct(items: Sequence[Item], cfg: BuildConfig, out: Path) -> Shard
             produced.append({**_env_item(item), "graphs": item["graphs"], "coverage": item.get("coverage"),
                              "traces": [t.model_dump(mode="json") for t in result.traces]})  # fmt: skip
     return stage_result("reconstruct", produced, produced_ids, quarantine, inputs, started)
-
-
-def _variant_budget(cap: int) -> int:
-    """State-changing traces worth making for an environment: its task cap and a fifth more, since about one trace
-    in ten is dropped after reconstruction (writer, solvability, quality); the surplus ends as ``env_cap``."""
-    return cap + -(-cap // 5)
 
 
 def run_tasks(items: Sequence[Item], cfg: BuildConfig, out: Path) -> ShardResult:
