@@ -1094,11 +1094,11 @@ def reconstruct_all(
             keeps all. Those that add the most tools not covered by the linked ones are kept, the rest are dropped
             as ``single_stage``: an environment whose tools share no data yields a few such tasks, not ten.
         state_variants: Most traces per skeleton whose (linked) trace changes state: the flow is reconstructed
-            again with other seeds, i.e. against other records and values (`reconstruct_variants`). Write flows
+            again with other seeds, i.e. against other records and values, round-robin over the flows. Write flows
             are scarce (many servers have none); this keeps an environment's task budget from filling with
             lookups while a write flow it has is learned on one record only. 1: no variants.
-        variant_budget: Variants stop once the environment has this many state-changing linked traces (the
-            verify stage's per-environment cap: more would only be dropped as ``env_cap``).
+        variant_budget: Variants stop once the environment has this many state-changing linked traces (about the
+            verify stage's per-environment cap: more would only be dropped as ``env_cap``; `TDGConfig.variant_budget`).
 
     Returns:
         `ReconstructionResult(traces, quarantine, report)`: produced + dropped == inputs (the skeletons plus every

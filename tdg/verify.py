@@ -49,6 +49,7 @@ from gustforge.errors import LLMError, SandboxError, ToolError
 from gustforge.hashing import canonical_json
 from gustforge.llm import is_transient
 from tdg.quality import QualityConfig, analyze_task, failure_reasons
+from tdg.reconstruct import changes_state
 from tdg.taskgen import stated_arguments
 from tdg.verify_config import TeacherConfig, VerifyConfig
 
@@ -792,10 +793,6 @@ def _toolset(record: TaskRecord) -> frozenset[str]:
     return frozenset(call.name for stage in record.trace.stages for call in stage.calls)
 
 
-def _changes_state(record: TaskRecord) -> bool:
-    return any(call.db_changed for stage in record.trace.stages for call in stage.calls)
-
-
 def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], int] | None = None) -> list[TaskRecord]:
     """Order one environment's tasks so a prefix is diverse: tasks that call tools no earlier task called first
     (most new tools first), then tasks that change state (the final-state check then says something, and write flows
@@ -814,7 +811,7 @@ def diversity_order(records: Sequence[TaskRecord], tier: Callable[[TaskRecord], 
         remaining = sorted(tiers[level], key=lambda r: r.task_id)
         while remaining:
             best = max(
-                remaining, key=lambda r: (len(_toolset(r) - covered), _changes_state(r), _toolset(r) not in seen,
+                remaining, key=lambda r: (len(_toolset(r) - covered), changes_state(r.trace), _toolset(r) not in seen,
                                           -remaining.index(r))
             )
             remaining.remove(best)
